@@ -1,0 +1,209 @@
+package memgate
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ValidateID checks a memory id: 1–256 bytes of valid UTF-8 without control
+// characters.
+func ValidateID(field, id string) error {
+	switch {
+	case id == "":
+		return Invalid(field, "id must not be empty")
+	case len(id) > MaxIDBytes:
+		return Invalid(field, "id must be at most %d bytes", MaxIDBytes)
+	case !utf8.ValidString(id):
+		return Invalid(field, "id must be valid UTF-8")
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return Invalid(field, "id must not contain control characters")
+	}
+	return nil
+}
+
+// Normalize validates w against every rule of a memory and returns it with
+// duplicate tags dropped (order kept) and metadata numbers as float64.
+// maxTextBytes is the configured --max-memory-bytes (0 means the default).
+func (w Write) Normalize(maxTextBytes int) (Write, error) {
+	if maxTextBytes <= 0 {
+		maxTextBytes = DefaultMaxTextBytes
+	}
+	if w.ID != "" {
+		if err := ValidateID("id", w.ID); err != nil {
+			return w, err
+		}
+	}
+	if len(w.Text) > maxTextBytes {
+		return w, &Error{
+			Code: CodeTooLarge,
+			Message: "text is larger than the limit of " + strconv.Itoa(maxTextBytes) +
+				" bytes; split it into several memories",
+			Details: map[string]any{"field": "text", "limit": maxTextBytes},
+		}
+	}
+	if !utf8.ValidString(w.Text) {
+		return w, Invalid("text", "text must be valid UTF-8")
+	}
+	if !w.AllowEmpty && strings.TrimSpace(w.Text) == "" {
+		return w, Invalid("text", "text is empty or only white space; pass allow_empty: true to store it anyway")
+	}
+	if w.Title != "" {
+		if err := validateTitle(w.Title); err != nil {
+			return w, err
+		}
+	}
+	tags, err := NormalizeTags("tags", w.Tags)
+	if err != nil {
+		return w, err
+	}
+	w.Tags = tags
+	md, err := NormalizeMetadata("metadata", w.Metadata)
+	if err != nil {
+		return w, err
+	}
+	w.Metadata = md
+	if w.IfVersion != nil && *w.IfVersion < 0 {
+		return w, Invalid("if_version", "if_version must be 0 (create only) or a version read earlier")
+	}
+	return w, nil
+}
+
+func validateTitle(title string) error {
+	switch n := utf8.RuneCountInString(title); {
+	case !utf8.ValidString(title):
+		return Invalid("title", "title must be valid UTF-8")
+	case n > MaxTitleChars:
+		return Invalid("title", "title must be 1 to %d characters", MaxTitleChars)
+	case strings.IndexFunc(title, unicode.IsControl) >= 0:
+		return Invalid("title", "title must not contain control characters")
+	}
+	return nil
+}
+
+// NormalizeTags validates tags (at most 32, each 1–64 letters, digits or
+// `_ - . : /`) and drops duplicates, keeping the first of each. It never
+// returns nil.
+func NormalizeTags(field string, tags []string) ([]string, error) {
+	out := make([]string, 0, len(tags))
+	for i, t := range tags {
+		if err := ValidateTag(field, t); err != nil {
+			return nil, err
+		}
+		if contains(out, t) {
+			continue
+		}
+		if len(out) == MaxTags {
+			return nil, Invalid(field, "at most %d distinct tags are allowed (tag %d is one too many)", MaxTags, i+1)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// ValidateTag checks one tag.
+func ValidateTag(field, t string) error {
+	if !utf8.ValidString(t) {
+		return Invalid(field, "a tag must be valid UTF-8")
+	}
+	n := 0
+	for _, r := range t {
+		n++
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-.:/", r) {
+			return Invalid(field, "a tag may hold only letters, digits and _ - . : /")
+		}
+	}
+	if n == 0 || n > MaxTagChars {
+		return Invalid(field, "a tag must be 1 to %d characters", MaxTagChars)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NormalizeMetadata validates metadata (at most 32 keys [A-Za-z0-9_.-]{1,64},
+// flat values, at most 8 KiB as JSON) and returns a copy whose numbers are
+// float64. It never returns nil.
+func NormalizeMetadata(field string, md map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(md))
+	if len(md) > MaxMetadataKeys {
+		return nil, Invalid(field, "metadata may have at most %d keys", MaxMetadataKeys)
+	}
+	for k, v := range md {
+		if !ValidMetadataKey(k) {
+			return nil, Invalid(field, "metadata keys must match [A-Za-z0-9_.-]{1,64}")
+		}
+		nv, ok := FlatValue(v)
+		if !ok {
+			return nil, Invalid(field, "metadata values must be a string, a finite number, a boolean or null")
+		}
+		out[k] = nv
+	}
+	if len(out) > 0 {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, Invalid(field, "metadata must be encodable as JSON")
+		}
+		if len(b) > MaxMetadataBytes {
+			return nil, Invalid(field, "metadata must be at most %d bytes as JSON", MaxMetadataBytes)
+		}
+	}
+	return out, nil
+}
+
+// ValidMetadataKey reports whether k is a valid metadata key.
+func ValidMetadataKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxMetadataKeyChars {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// FlatValue returns v as one of the flat JSON kinds memgate stores — string,
+// float64, bool or nil — and whether it is one.
+func FlatValue(v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, bool:
+		return x, true
+	case string:
+		return x, utf8.ValidString(x)
+	case float64:
+		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+	case float32:
+		return FlatValue(float64(x))
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return nil, false
+		}
+		return FlatValue(f)
+	}
+	return nil, false
+}
+
