@@ -92,8 +92,17 @@ func ErrorCode(err error) Code {
 	return CodeInternal
 }
 
-// AsError returns err as an *Error; an error that is not one becomes an
-// internal error with err as its cause.
+// Wrap returns err unchanged when it is nil or carries an *Error, and an
+// internal error with err as its cause otherwise.
+func Wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return AsError(op, err)
+}
+
+// AsError returns err as an *Error (nil for nil); an error that is not one
+// becomes an internal error with err as its cause.
 func AsError(op string, err error) *Error {
 	if err == nil {
 		return nil

@@ -1,0 +1,37 @@
+# memgate — the commands the README names.
+
+GO      ?= go
+PKGS    := ./...
+FUZZTIME ?= 10s
+
+.PHONY: test vet unit fuzz bench-smoke bench build
+
+## test: everything CI runs — vet, unit tests under the race detector
+## (fuzz seed corpora included), and a short benchmark smoke run.
+test: vet unit bench-smoke
+
+vet:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## fuzz: run every fuzz target for FUZZTIME each (not part of test).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## bench-smoke: the engine harness on a small synthetic store, to prove it runs.
+bench-smoke:
+	$(GO) run ./bench/engine -smoke
+
+## bench: the engine figures of docs/PERFORMANCE.md (needs bench/datasets.sh first).
+bench:
+	$(GO) run ./bench/engine -n 100000
+
+build:
+	$(GO) build -o bin/ ./...

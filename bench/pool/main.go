@@ -1,0 +1,228 @@
+// Command pool measures the tenants pool under namespace churn, in-process:
+// many namespaces of a few memories each, far more than --max-stores, leased
+// by concurrent workers in a 90% search / 10% remember mix. The same run
+// measures the same workload with every store already open (a pool as large
+// as the namespaces), which is the figure churn is judged against.
+//
+//	go run ./bench/pool                  # 1,000 namespaces × 100 memories
+//	go run ./bench/pool -smoke           # a few seconds, for CI
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
+)
+
+type config struct {
+	spaces, perSpace, maxStores, workers int
+	duration                             time.Duration
+	writeEvery                           int
+}
+
+func main() {
+	var c config
+	smoke := flag.Bool("smoke", false, "a short run for CI")
+	flag.IntVar(&c.spaces, "namespaces", 1000, "namespaces")
+	flag.IntVar(&c.perSpace, "memories", 100, "memories per namespace")
+	flag.IntVar(&c.maxStores, "max-stores", 16, "pool bound under churn")
+	flag.IntVar(&c.workers, "workers", 64, "concurrent workers")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measured run")
+	flag.IntVar(&c.writeEvery, "write-every", 10, "one remember per this many operations")
+	flag.Parse()
+	if *smoke {
+		c.spaces, c.perSpace, c.duration = 100, 20, time.Second
+	}
+	if err := run(c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "pool:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "memgate-pool-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(os.Stderr, "seeding %d namespaces × %d memories…\n", c.spaces, c.perSpace)
+	if err := seed(dir, c); err != nil {
+		return err
+	}
+	hot, err := measure(dir, c, c.spaces) // every store fits: after warm-up, all hits
+	if err != nil {
+		return err
+	}
+	churn, err := measure(dir, c, c.maxStores)
+	if err != nil {
+		return err
+	}
+	ok := func(b bool) string {
+		if b {
+			return "met"
+		}
+		return "NOT met"
+	}
+	fmt.Fprintf(out, "memgate pool, %d namespaces × %d memories, %d workers, %v per run, %s\n\n", c.spaces, c.perSpace, c.workers, c.duration, runtime.Version())
+	fmt.Fprintf(out, "| figure | measured | goal | |\n|---|---|---|---|\n")
+	fmt.Fprintf(out, "| all stores open: ops/s | %.0f | baseline | |\n", hot.rate)
+	fmt.Fprintf(out, "| --max-stores %d, uniform: ops/s | %.0f (%.2fx) | ≥ 0.5x all open | %s |\n", c.maxStores, churn.rate, churn.rate/hot.rate, ok(churn.rate >= 0.5*hot.rate))
+	fmt.Fprintf(out, "| lease hit p50 / p99 | %.0f µs / %.0f µs | | |\n", churn.hitP50, churn.hitP99)
+	fmt.Fprintf(out, "| lease miss (evict + open) p50 / p99 | %.2f ms / %.2f ms | ≤ 3 ms / ≤ 20 ms | %s |\n", churn.missP50/1000, churn.missP99/1000, ok(churn.missP50 <= 3000 && churn.missP99 <= 20000))
+	fmt.Fprintf(out, "| misses, too_many_stores, errors | %d, %d, %d | 0 errors | %s |\n", churn.misses, churn.refused, churn.errors, ok(churn.errors == 0))
+	fmt.Fprintf(out, "| peak memory (VmHWM) | %.0f MB | ≤ 150 MB | %s |\n", churn.hwmMB, ok(churn.hwmMB <= 150))
+	return nil
+}
+
+func seed(dir string, c config) error {
+	text := strings.Fields("remember the deploy steps for the staging cluster and the database migration order before release notes go out")
+	var wg sync.WaitGroup
+	errs := make(chan error, c.spaces)
+	sem := make(chan struct{}, 8)
+	for i := range c.spaces {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s, err := storage.Open(fmt.Sprintf("%s/stores/ns%04d/%s", dir, i, storage.FileName), storage.Options{NoSync: true})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			var buf strings.Builder
+			for j := range c.perSpace {
+				fmt.Fprintf(&buf, `{"text":"%s %s memory %d"}`+"\n", text[j%len(text)], text[(j*7)%len(text)], j)
+			}
+			if _, err := s.Import(context.Background(), strings.NewReader(buf.String()), storage.ImportSkip); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+type result struct {
+	rate                             float64
+	hitP50, hitP99, missP50, missP99 float64
+	misses, refused, errors          int64
+	hwmMB                            float64
+}
+
+func measure(dir string, c config, maxStores int) (result, error) {
+	pool, err := tenants.NewPool(tenants.Options{Dir: dir, MaxStores: maxStores})
+	if err != nil {
+		return result{}, err
+	}
+	defer pool.Close(context.Background())
+	ctx := context.Background()
+	if maxStores >= c.spaces { // warm: open every store once
+		for i := range c.spaces {
+			_, r, err := pool.Lease(ctx, memgate.Namespace(fmt.Sprintf("ns%04d", i)))
+			if err != nil {
+				return result{}, err
+			}
+			r()
+		}
+	}
+	var (
+		stop                       atomic.Bool
+		ops, refused, errs, misses atomic.Int64
+		mu                         sync.Mutex
+		hits, miss                 []time.Duration
+		wg                         sync.WaitGroup
+	)
+	for w := range c.workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(maxStores)))
+			var myHits, myMiss []time.Duration
+			for i := 0; !stop.Load(); i++ {
+				ns := memgate.Namespace(fmt.Sprintf("ns%04d", rng.IntN(c.spaces)))
+				start := time.Now()
+				s, release, err := pool.Lease(ctx, ns)
+				d := time.Since(start)
+				if err != nil {
+					if memgate.ErrorCode(err) == memgate.CodeTooManyStores {
+						refused.Add(1)
+						continue
+					}
+					errs.Add(1)
+					continue
+				}
+				// A lease that took a while opened the store (a miss); a hit
+				// is a map lookup. The pool does not say which, so split on
+				// a threshold far above a hit and far below an open.
+				if d > 50*time.Microsecond {
+					myMiss = append(myMiss, d)
+					misses.Add(1)
+				} else {
+					myHits = append(myHits, d)
+				}
+				if i%c.writeEvery == 0 {
+					_, _, err = s.Put(ctx, memgate.Write{Text: "a new memory about the staging cluster"})
+				} else {
+					_, err = s.Search(ctx, memgate.Query{Text: "staging deploy"})
+				}
+				release()
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				ops.Add(1)
+			}
+			mu.Lock()
+			hits, miss = append(hits, myHits...), append(miss, myMiss...)
+			mu.Unlock()
+		})
+	}
+	start := time.Now()
+	time.Sleep(c.duration)
+	stop.Store(true)
+	wg.Wait()
+	r := result{rate: float64(ops.Load()) / time.Since(start).Seconds(), refused: refused.Load(), errors: errs.Load(), misses: misses.Load()}
+	r.hitP50, r.hitP99 = pct(hits, 0.5), pct(hits, 0.99)
+	r.missP50, r.missP99 = pct(miss, 0.5), pct(miss, 0.99)
+	r.hwmMB = vmHWM()
+	return r, nil
+}
+
+func pct(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return float64(d[int(p*float64(len(d)-1))].Nanoseconds()) / 1e3
+}
+
+// vmHWM is this process's peak resident memory in MB.
+func vmHWM() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}

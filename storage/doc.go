@@ -1,0 +1,38 @@
+// Package storage keeps one namespace's memories in one bbolt file: the
+// memories, the store-wide version counter, and an inverted index that
+// changes in the same transaction as the memory it describes, so a search
+// never sees a memory that Get does not, and never misses one that Get sees.
+//
+// # Layout
+//
+// Every write of a memory takes a new document number from the docs bucket's
+// sequence, and that number is also the memory's version: one counter per
+// store, so a version never repeats, not even after a forget and a
+// re-create. Because document numbers only grow, the docs bucket is in write
+// order (which is updated_desc, read backwards), and an index posting list
+// only ever grows at its end.
+//
+//	docs      document number → record (the memory's fields)
+//	ids       key(id) → document number
+//	created   created_at, first document number → document number
+//	postings  key(term), first document number → chunk of postings
+//	meta      schema version, memory count, text bytes, total term count
+//
+// Words of the title and text, tags, and metadata pairs are all terms, each
+// kind in its own key space; tags and metadata filters read a posting list
+// instead of scanning memories. A write touches one bounded chunk per distinct
+// term: nothing on the write path grows with the number of memories.
+//
+// Values pass through one seal step and content-derived keys through one key
+// step (see sealer), so encryption at rest changes those two and nothing else.
+//
+// # Commits
+//
+// Writes go through a committer that groups concurrent writers into one
+// bbolt transaction, committed (and fsynced) at once when the store is idle.
+// A write returns only after its commit has. Reads run in parallel with each
+// other and with the committer.
+//
+// This package knows memories, not namespaces or MCP: it must never import
+// tenants, server, auth or cmd.
+package storage

@@ -1,0 +1,67 @@
+package storage
+
+import (
+	"encoding/json"
+	"sort"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/search"
+)
+
+// indexEntry is one posting a record contributes: a term key and its
+// frequency in the record.
+type indexEntry struct {
+	term []byte
+	tf   uint32
+}
+
+// entries returns the postings a record contributes to the index, and its
+// length in terms (for BM25). Tags and metadata values index as their own
+// kinds of terms, with no weight in the ranking, so that filters read a
+// posting list instead of scanning memories.
+func (s *Store) entries(r *record) ([]indexEntry, int) {
+	counts, length := search.TermCounts(r.indexText())
+	out := make([]indexEntry, 0, len(counts)+len(r.tags)+4)
+	for term, tf := range counts {
+		out = append(out, indexEntry{term: s.seal.key(kindWord, term), tf: uint32(tf)})
+	}
+	for _, t := range r.tags {
+		out = append(out, indexEntry{term: s.seal.key(kindTag, t), tf: 1})
+	}
+	if len(r.meta) > 0 {
+		var md map[string]any
+		if err := json.Unmarshal(r.meta, &md); err == nil {
+			for k, v := range md {
+				out = append(out, indexEntry{term: s.seal.key(kindMeta, metaTerm(k, v)), tf: 1})
+			}
+		}
+	}
+	return out, length
+}
+
+// metaTerm is the indexed form of one metadata pair. Values are compared as
+// JSON, so 1 and 1.0 match and "1" does not.
+func metaTerm(key string, value any) string {
+	v, ok := memgate.FlatValue(value)
+	if !ok {
+		v = nil
+	}
+	b, _ := json.Marshal(v)
+	return key + "=" + string(b)
+}
+
+// filterTerms returns the term keys a query's tags and filter select by.
+func (s *Store) filterTerms(tags []string, filter map[string]any) (tagTerms, metaTerms [][]byte) {
+	for _, t := range tags {
+		tagTerms = append(tagTerms, s.seal.key(kindTag, t))
+	}
+	keys := make([]string, 0, len(filter))
+	for k := range filter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		metaTerms = append(metaTerms, s.seal.key(kindMeta, metaTerm(k, filter[k])))
+	}
+	return tagTerms, metaTerms
+}

@@ -1,0 +1,193 @@
+package storage
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/memgate/memgate"
+)
+
+// A record is a memory as it sits in the docs bucket: a compact binary form,
+// sealed before it is written. The version is not stored: it is the record's
+// key, the document number.
+//
+//	byte     recordFormat
+//	uvarint  origin (the document number of the memory's first write; with
+//	         created_at it keys the by_created bucket)
+//	varint   created_at, updated_at (Unix nanoseconds)
+//	bytes    id, text, title
+//	uvarint  tag count, then bytes per tag
+//	bytes    metadata as canonical JSON ("" when empty)
+//
+// where bytes is a uvarint length followed by that many bytes.
+const recordFormat = 1
+
+type record struct {
+	origin  uint64
+	created int64
+	updated int64
+	id      string
+	text    string
+	title   string
+	tags    []string
+	meta    []byte // canonical JSON object, or nil
+}
+
+var errBadRecord = errors.New("storage: malformed record")
+
+func newRecord(w memgate.Write, origin uint64, created, updated int64) (record, error) {
+	r := record{origin: origin, created: created, updated: updated,
+		id: w.ID, text: w.Text, title: w.Title, tags: w.Tags}
+	if len(w.Metadata) > 0 {
+		b, err := json.Marshal(w.Metadata)
+		if err != nil {
+			return r, err
+		}
+		r.meta = b
+	}
+	return r, nil
+}
+
+func (r *record) size() int {
+	n := 1 + 3*binary.MaxVarintLen64 + 4*binary.MaxVarintLen32 + len(r.id) + len(r.text) + len(r.title) + len(r.meta)
+	for _, t := range r.tags {
+		n += binary.MaxVarintLen32 + len(t)
+	}
+	return n
+}
+
+func (r *record) marshal(dst []byte) []byte {
+	dst = append(dst, recordFormat)
+	dst = binary.AppendUvarint(dst, r.origin)
+	dst = binary.AppendVarint(dst, r.created)
+	dst = binary.AppendVarint(dst, r.updated)
+	dst = appendBytes(dst, r.id)
+	dst = appendBytes(dst, r.text)
+	dst = appendBytes(dst, r.title)
+	dst = binary.AppendUvarint(dst, uint64(len(r.tags)))
+	for _, t := range r.tags {
+		dst = appendBytes(dst, t)
+	}
+	return appendBytes(dst, string(r.meta))
+}
+
+func appendBytes(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// unmarshalRecord decodes b. The strings it returns are copies, so they stay
+// valid after the transaction that read b ends.
+func unmarshalRecord(b []byte) (record, error) {
+	var r record
+	d := decoder{b: b}
+	if d.byte() != recordFormat {
+		return r, errBadRecord
+	}
+	r.origin = d.uvarint()
+	r.created = d.varint()
+	r.updated = d.varint()
+	r.id = d.string()
+	r.text = d.string()
+	r.title = d.string()
+	if n := d.uvarint(); n > 0 && n <= memgate.MaxTags {
+		r.tags = make([]string, n)
+		for i := range r.tags {
+			r.tags[i] = d.string()
+		}
+	} else if n > memgate.MaxTags {
+		return r, errBadRecord
+	}
+	if m := d.string(); m != "" {
+		r.meta = []byte(m)
+	}
+	if d.err || len(d.b) != 0 {
+		return r, errBadRecord
+	}
+	return r, nil
+}
+
+// memory turns the record into the memory clients see.
+func (r *record) memory(version uint64) (memgate.Memory, error) {
+	m := memgate.Memory{
+		ID:        r.id,
+		Text:      r.text,
+		Bytes:     len(r.text),
+		Title:     r.title,
+		Tags:      r.tags,
+		CreatedAt: time.Unix(0, r.created).UTC(),
+		UpdatedAt: time.Unix(0, r.updated).UTC(),
+		Version:   int64(version),
+	}
+	if m.Tags == nil {
+		m.Tags = []string{}
+	}
+	m.Metadata = map[string]any{}
+	if len(r.meta) > 0 {
+		if err := json.Unmarshal(r.meta, &m.Metadata); err != nil {
+			return m, errBadRecord
+		}
+	}
+	return m, nil
+}
+
+// indexText is what BM25 ranks: the title and the text, as one field.
+func (r *record) indexText() string {
+	if r.title == "" {
+		return r.text
+	}
+	return r.title + "\n" + r.text
+}
+
+// decoder reads the fields of a record; after the first short read every
+// further read yields zero values and err stays set.
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.err = true
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = true
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.err = true
+		d.b = nil
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

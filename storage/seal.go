@@ -1,0 +1,40 @@
+package storage
+
+// A sealer is the one place record values and content-derived keys pass
+// through on their way to disk. Values are sealed with their bucket and key
+// as associated data, so a sealed value cannot be moved to another key.
+// Keys derived from content (ids, index terms, tags, metadata filter values)
+// come from key, so an encrypting sealer can make them keyed hashes.
+//
+// open may return a slice of sealed itself: callers copy what they keep
+// beyond the transaction.
+type sealer interface {
+	seal(bucket, key, plain []byte) []byte
+	open(bucket, key, sealed []byte) ([]byte, error)
+	key(kind byte, content string) []byte
+}
+
+// Kinds of content-derived keys. Each kind has its own key space.
+const (
+	kindID   byte = 'i' // a memory id, in the ids bucket
+	kindWord byte = 'w' // an analysed word of title or text
+	kindTag  byte = 't' // a tag
+	kindMeta byte = 'm' // a metadata key and value, for filters
+)
+
+// plainSealer stores values as they are and keys as kind, content, NUL. The
+// NUL ends the key so that no key is a prefix of another: content never
+// holds a NUL byte (ids and tags refuse control characters, words come from
+// the analyser, metadata values are JSON-encoded).
+type plainSealer struct{}
+
+func (plainSealer) seal(_, _, plain []byte) []byte { return plain }
+
+func (plainSealer) open(_, _, sealed []byte) ([]byte, error) { return sealed, nil }
+
+func (plainSealer) key(kind byte, content string) []byte {
+	k := make([]byte, 0, len(content)+2)
+	k = append(k, kind)
+	k = append(k, content...)
+	return append(k, 0)
+}

@@ -1,0 +1,216 @@
+package storage
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/search"
+)
+
+// maxQueryTerms bounds the distinct terms of a query that are ranked; the
+// rest are ignored, so a huge query costs no more than a long one.
+const maxQueryTerms = 64
+
+var postingPool = sync.Pool{New: func() any { s := make([]posting, 0, 256); return &s }}
+
+// Search ranks memories against q: BM25 over title and text for the query's
+// words, narrowed by tags and the metadata filter. Without words, the
+// memories that pass the narrowing come back newest first, each scored 1.
+func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
+	const op = "storage.Search"
+	limit, err := checkLimit("limit", q.Limit, memgate.DefaultSearchLimit, memgate.MaxSearchLimit)
+	if err != nil {
+		return memgate.Result{}, err
+	}
+	if q.Budget < 0 || q.Budget > memgate.MaxBudget {
+		return memgate.Result{}, memgate.Invalid("budget", "budget must be between 1 and %d tokens", memgate.MaxBudget)
+	}
+	tags, err := memgate.NormalizeTags("tags", q.Tags)
+	if err != nil {
+		return memgate.Result{}, err
+	}
+	mode := q.TagsMode
+	switch mode {
+	case "":
+		mode = memgate.TagsAll
+	case memgate.TagsAll, memgate.TagsAny:
+	default:
+		return memgate.Result{}, memgate.Invalid("tags_mode", "tags_mode must be all or any")
+	}
+	if _, err := memgate.NormalizeMetadata("filter", q.Filter); err != nil {
+		return memgate.Result{}, err
+	}
+	hasText := strings.TrimSpace(q.Text) != ""
+	if !hasText && len(tags) == 0 && len(q.Filter) == 0 {
+		return memgate.Result{}, memgate.Invalid("query", "search needs a query, tags or a filter")
+	}
+	if err := cancelled(ctx); err != nil {
+		return memgate.Result{}, err
+	}
+	terms := queryTerms(q.Text)
+	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		allowed, err := s.narrow(tx, tags, mode, q.Filter)
+		if err != nil {
+			return err
+		}
+		var ranked []search.Scored
+		switch {
+		case hasText && len(terms) == 0:
+			// Only stop words or punctuation: nothing can match.
+		case hasText:
+			ranked, res.Receipt.Candidates, err = s.rank(tx, terms, allowed, limit)
+		default:
+			res.Receipt.Candidates = len(allowed)
+			for i := len(allowed) - 1; i >= 0 && len(ranked) < limit; i-- {
+				ranked = append(ranked, search.Scored{Doc: allowed[i], Score: 1})
+			}
+		}
+		if err != nil {
+			return err
+		}
+		res.Hits, err = s.hits(tx, ranked, hasText)
+		return err
+	})
+	if err != nil {
+		return memgate.Result{}, memgate.AsError(op, err)
+	}
+	if q.Budget > 0 {
+		sizes := make([]int, len(res.Hits))
+		for i, h := range res.Hits {
+			sizes[i] = len(h.Text)
+		}
+		if n := search.Cut(sizes, q.Budget); n < len(res.Hits) {
+			res.Hits = res.Hits[:n]
+			res.Receipt.Truncated = true
+		}
+	}
+	return res, nil
+}
+
+// queryTerms analyses a query like a document and keeps its distinct terms.
+func queryTerms(text string) []string {
+	all := search.Terms(text)
+	out := all[:0]
+	for _, t := range all {
+		if len(out) == maxQueryTerms {
+			break
+		}
+		dup := false
+		for _, o := range out {
+			if o == t {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// rank scores every document that holds at least one term (and is allowed,
+// when allowed is not nil) and returns the best limit of them, and how many
+// were scored. Posting lists are sorted by document, so it walks them side
+// by side instead of gathering scores in a map.
+func (s *Store) rank(tx *bolt.Tx, terms []string, allowed docSet, limit int) ([]search.Scored, int, error) {
+	meta := tx.Bucket(bucketMeta)
+	n := int(getU64(meta, metaCount))
+	if n == 0 {
+		return nil, 0, nil
+	}
+	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
+	b := tx.Bucket(bucketPostings)
+	lists := make([][]posting, 0, len(terms))
+	idf := make([]float64, 0, len(terms))
+	defer func() {
+		for _, l := range lists {
+			l = l[:0]
+			postingPool.Put(&l)
+		}
+	}()
+	for _, term := range terms {
+		buf := postingPool.Get().(*[]posting)
+		ps, err := readPostings(b, s.seal, s.seal.key(kindWord, term), (*buf)[:0])
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(ps) == 0 {
+			postingPool.Put(buf)
+			continue
+		}
+		lists = append(lists, ps)
+		idf = append(idf, search.DefaultBM25.IDF(len(ps), n))
+	}
+	top := search.NewTopK(limit)
+	pos := make([]int, len(lists))
+	candidates, next := 0, 0
+	for {
+		doc := uint64(math.MaxUint64)
+		for i, l := range lists {
+			if pos[i] < len(l) && l[pos[i]].doc < doc {
+				doc = l[pos[i]].doc
+			}
+		}
+		if doc == math.MaxUint64 {
+			break
+		}
+		var score float64
+		for i, l := range lists {
+			if pos[i] < len(l) && l[pos[i]].doc == doc {
+				p := l[pos[i]]
+				score += search.DefaultBM25.Score(idf[i], int(p.tf), int(p.docLen), avgLen)
+				pos[i]++
+			}
+		}
+		if allowed != nil {
+			for next < len(allowed) && allowed[next] < doc {
+				next++
+			}
+			if next == len(allowed) {
+				break
+			}
+			if allowed[next] != doc {
+				continue
+			}
+		}
+		candidates++
+		top.Push(doc, score)
+	}
+	return top.Sorted(), candidates, nil
+}
+
+// hits loads the ranked documents and scores them relative to the best.
+func (s *Store) hits(tx *bolt.Tx, ranked []search.Scored, lexical bool) ([]memgate.Hit, error) {
+	t := s.txn(tx)
+	hits := make([]memgate.Hit, 0, len(ranked))
+	best := 0.0
+	for _, r := range ranked {
+		best = math.Max(best, r.Score)
+	}
+	for _, r := range ranked {
+		rec, err := t.record(r.Doc)
+		if err != nil {
+			return nil, err
+		}
+		m, err := rec.memory(r.Doc)
+		if err != nil {
+			return nil, err
+		}
+		h := memgate.Hit{Memory: m, Score: 1}
+		if lexical {
+			h.LexicalScore = r.Score
+			if best > 0 {
+				h.Score = r.Score / best
+			}
+		}
+		hits = append(hits, h)
+	}
+	return hits, nil
+}

@@ -1,0 +1,247 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/memgate/memgate"
+)
+
+func ids(hits []memgate.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.ID
+	}
+	return out
+}
+
+func TestSearchRanksAndNormalises(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	put(t, s, memgate.Write{ID: "deploy", Title: "Deploying", Text: "We deploy the service with Helm charts on Kubernetes."})
+	put(t, s, memgate.Write{ID: "db", Text: "The database migrations run before the service starts."})
+	put(t, s, memgate.Write{ID: "style", Text: "Prefer table tests with names that read as sentences."})
+	res, err := s.Search(ctx, memgate.Query{Text: "deploying with helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) == 0 || res.Hits[0].ID != "deploy" {
+		t.Fatalf("hits = %v, want deploy first", ids(res.Hits))
+	}
+	if res.Hits[0].Score != 1 || res.Hits[0].LexicalScore <= 0 {
+		t.Fatalf("top hit score %v lexical %v, want 1 and > 0", res.Hits[0].Score, res.Hits[0].LexicalScore)
+	}
+	for _, h := range res.Hits[1:] {
+		if h.Score <= 0 || h.Score > 1 {
+			t.Fatalf("score %v outside (0, 1]", h.Score)
+		}
+	}
+	if res.Receipt.RetrievalMode != memgate.RetrievalLexical {
+		t.Fatalf("receipt = %+v", res.Receipt)
+	}
+	res, _ = s.Search(ctx, memgate.Query{Text: "the migrations"})
+	if strings.Join(ids(res.Hits), ",") != "db" {
+		t.Fatalf("stemmed search = %v, want [db]", ids(res.Hits))
+	}
+	res, _ = s.Search(ctx, memgate.Query{Text: "zzyzx"})
+	if len(res.Hits) != 0 {
+		t.Fatalf("no-hit query found %v", ids(res.Hits))
+	}
+}
+
+func TestSearchNarrowsByTagsAndFilter(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	put(t, s, memgate.Write{ID: "a", Text: "alpha note", Tags: []string{"x", "y"}, Metadata: map[string]any{"lang": "go", "n": 1}})
+	put(t, s, memgate.Write{ID: "b", Text: "alpha note", Tags: []string{"x"}, Metadata: map[string]any{"lang": "rust", "n": 2}})
+	put(t, s, memgate.Write{ID: "c", Text: "alpha note", Tags: []string{"z"}, Metadata: map[string]any{"lang": "go", "n": true}})
+	cases := []struct {
+		name string
+		q    memgate.Query
+		want string
+	}{
+		{"all tags must be present by default", memgate.Query{Text: "alpha", Tags: []string{"x", "y"}}, "a"},
+		{"any tag is enough in any mode", memgate.Query{Text: "alpha", Tags: []string{"y", "z"}, TagsMode: "any"}, "c,a"},
+		{"tags alone list newest first", memgate.Query{Tags: []string{"x"}}, "b,a"},
+		{"a filter matches metadata exactly", memgate.Query{Filter: map[string]any{"lang": "go"}}, "c,a"},
+		{"filter numbers compare as numbers", memgate.Query{Filter: map[string]any{"n": 1.0}}, "a"},
+		{"filter does not confuse types", memgate.Query{Filter: map[string]any{"n": "1"}}, ""},
+		{"filter and tags combine", memgate.Query{Text: "note", Tags: []string{"x"}, Filter: map[string]any{"lang": "rust"}}, "b"},
+		{"an unknown tag matches nothing", memgate.Query{Tags: []string{"nope"}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := s.Search(ctx, tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ids(res.Hits)
+			if tc.q.Text != "" {
+				// Equal BM25 scores: compare as sets.
+				got = sortedCopy(got)
+				tc.want = strings.Join(sortedCopy(strings.Split(tc.want, ",")), ",")
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Fatalf("hits = %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestSearchArguments(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for i := range 120 {
+		put(t, s, memgate.Write{Text: fmt.Sprintf("common word number %d %s", i, strings.Repeat("pad ", i))})
+	}
+	cases := []struct {
+		name  string
+		q     memgate.Query
+		hits  int
+		code  memgate.Code
+		field string
+	}{
+		{"limit defaults to 10", memgate.Query{Text: "common"}, 10, "", ""},
+		{"limit 100 passes", memgate.Query{Text: "common", Limit: 100}, 100, "", ""},
+		{"limit 101 is refused", memgate.Query{Text: "common", Limit: 101}, 0, memgate.CodeInvalidArgument, "limit"},
+		{"negative limit is refused", memgate.Query{Text: "common", Limit: -1}, 0, memgate.CodeInvalidArgument, "limit"},
+		{"budget 100000 passes", memgate.Query{Text: "common", Budget: 100000}, 10, "", ""},
+		{"budget 100001 is refused", memgate.Query{Text: "common", Budget: 100001}, 0, memgate.CodeInvalidArgument, "budget"},
+		{"a query, tags or filter is needed", memgate.Query{Text: "  "}, 0, memgate.CodeInvalidArgument, "query"},
+		{"tags_mode must be all or any", memgate.Query{Tags: []string{"a"}, TagsMode: "some"}, 0, memgate.CodeInvalidArgument, "tags_mode"},
+		{"a bad tag is refused", memgate.Query{Tags: []string{"a b"}}, 0, memgate.CodeInvalidArgument, "tags"},
+		{"a nested filter is refused", memgate.Query{Filter: map[string]any{"a": []any{}}}, 0, memgate.CodeInvalidArgument, "filter"},
+		{"stop words alone find nothing", memgate.Query{Text: "the and of"}, 0, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := s.Search(ctx, tc.q)
+			if tc.code != "" {
+				wantCode(t, err, tc.code, tc.field)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Hits) != tc.hits {
+				t.Fatalf("%d hits, want %d", len(res.Hits), tc.hits)
+			}
+		})
+	}
+}
+
+func TestSearchBudget(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for i := range 5 {
+		put(t, s, memgate.Write{ID: fmt.Sprint(i), Text: "budget " + strings.Repeat("x", 38)}) // 45 bytes: 12 tokens
+	}
+	cases := []struct{ budget, hits int }{{11, 0}, {12, 1}, {23, 1}, {24, 2}, {60, 5}}
+	for _, tc := range cases {
+		res, err := s.Search(ctx, memgate.Query{Text: "budget", Budget: tc.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Hits) != tc.hits {
+			t.Errorf("budget %d: %d hits, want %d", tc.budget, len(res.Hits), tc.hits)
+		}
+		if res.Receipt.Truncated != (tc.hits < 5) {
+			t.Errorf("budget %d: truncated = %v", tc.budget, res.Receipt.Truncated)
+		}
+	}
+}
+
+// After every random put, replace and forget, a memory's unique word finds it
+// if and only if Get finds it, and nothing else.
+func TestIndexMatchesStore(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const keys = 40
+	word := func(k, gen int) string { return fmt.Sprintf("uniq%cx%cq%c", 'a'+k%26, 'a'+k/26, 'a'+gen%26) }
+	gen := make([]int, keys)
+	live := make([]bool, keys)
+	filler := []string{"apple", "river", "stone", "cloud", "ember", "frost"}
+	for step := range 600 {
+		k := rng.IntN(keys)
+		id := fmt.Sprint("m", k)
+		switch rng.IntN(3) {
+		case 0, 1:
+			gen[k]++
+			text := word(k, gen[k]) + " " + filler[rng.IntN(len(filler))] + " " + filler[rng.IntN(len(filler))]
+			put(t, s, memgate.Write{ID: id, Text: text, Tags: []string{filler[rng.IntN(len(filler))]}})
+			live[k] = true
+		case 2:
+			err := s.Delete(ctx, id, nil)
+			if live[k] != (err == nil) {
+				t.Fatalf("step %d: forget %s: %v (live %v)", step, id, err, live[k])
+			}
+			live[k] = false
+		}
+		for j := range keys {
+			_, gerr := s.Get(ctx, fmt.Sprint("m", j))
+			res, err := s.Search(ctx, memgate.Query{Text: word(j, gen[j]), Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := len(res.Hits) == 1 && res.Hits[0].ID == fmt.Sprint("m", j)
+			if (gerr == nil) != found || len(res.Hits) > 1 {
+				t.Fatalf("step %d: memory m%d: get err %v, search hits %v", step, j, gerr, ids(res.Hits))
+			}
+			if gen[j] > 1 {
+				res, _ := s.Search(ctx, memgate.Query{Text: word(j, gen[j]-1)})
+				if len(res.Hits) != 0 {
+					t.Fatalf("step %d: replaced text of m%d still found", step, j)
+				}
+			}
+		}
+	}
+	st, _ := s.Stats(ctx)
+	n := 0
+	for _, l := range live {
+		if l {
+			n++
+		}
+	}
+	if st.Count != int64(n) {
+		t.Fatalf("count = %d, want %d", st.Count, n)
+	}
+}
+
+// Posting chunks split at chunkSize; removing from the middle, the start and
+// the end of a long list keeps every other document findable.
+func TestLongPostingLists(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	const n = chunkSize*3 + 7
+	for i := range n {
+		put(t, s, memgate.Write{ID: fmt.Sprint(i), Text: fmt.Sprintf("shared token%d", i)})
+	}
+	for _, i := range []int{0, 1, chunkSize - 1, chunkSize, chunkSize + 1, 2 * chunkSize, n - 1} {
+		if err := s.Delete(ctx, fmt.Sprint(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.Search(ctx, memgate.Query{Text: "shared", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Receipt.Candidates != n-7 {
+		t.Fatalf("candidates = %d, want %d", res.Receipt.Candidates, n-7)
+	}
+}

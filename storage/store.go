@@ -1,0 +1,190 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/memgate/memgate"
+)
+
+// Bucket names.
+var (
+	bucketDocs     = []byte("docs")     // document number → sealed record
+	bucketIDs      = []byte("ids")      // key(id) → document number
+	bucketCreated  = []byte("created")  // created_at, origin → document number
+	bucketPostings = []byte("postings") // key(term), first document → chunk
+	bucketMeta     = []byte("meta")     // counters and the schema version
+)
+
+// Keys of the meta bucket.
+var (
+	metaSchema   = []byte("schema")
+	metaCount    = []byte("count")     // live memories
+	metaBytes    = []byte("bytes")     // sum of their text bytes
+	metaTotalLen = []byte("total_len") // sum of their lengths in terms
+)
+
+// schemaVersion is the layout this code reads and writes.
+const schemaVersion = 1
+
+// FileName is the name of a store's file inside its folder.
+const FileName = "memgate.db"
+
+// Options tune a Store. The zero value is ready to use.
+type Options struct {
+	// MaxTextBytes bounds a memory's text (--max-memory-bytes); 0 means
+	// memgate.DefaultMaxTextBytes.
+	MaxTextBytes int
+	// LockTimeout bounds the wait for another process's lock on the file;
+	// 0 means 100ms. A store is never opened without one.
+	LockTimeout time.Duration
+	// NoSync skips fsync on commit. For tests and benchmarks only: a crash
+	// can lose acknowledged writes.
+	NoSync bool
+	// Logger receives internal failures; nil discards them.
+	Logger *slog.Logger
+	// Now returns the time of a write; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is one namespace's memories in one bbolt file. It is safe for
+// concurrent use. Reads run in parallel; writes go through one committer
+// that groups concurrent writers into shared commits.
+type Store struct {
+	db    *bolt.DB
+	path  string
+	opts  Options
+	seal  sealer
+	log   *slog.Logger
+	now   func() time.Time
+	write *committer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the store in the file at path, creating it (and its folder) if
+// needed. A file locked by another process fails within Options.LockTimeout
+// with store_locked.
+func Open(path string, opts Options) (*Store, error) {
+	const op = "storage.Open"
+	if opts.MaxTextBytes <= 0 {
+		opts.MaxTextBytes = memgate.DefaultMaxTextBytes
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 100 * time.Millisecond
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, memgate.Internal(op, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, &memgate.Error{Code: memgate.CodeStoreLocked, Op: op, Cause: err,
+			Message: "the store is in use by another memgate process; stop it or use another data folder"}
+	case errors.Is(err, fs.ErrPermission):
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+			Message: "the store cannot be opened: permission denied"}
+	case err != nil:
+		return nil, memgate.Internal(op, err)
+	}
+	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if err := s.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.write = newCommitter(db, log)
+	return s, nil
+}
+
+// init creates the buckets of a new store and checks the schema of an old one.
+func (s *Store) init() error {
+	const op = "storage.Open"
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		switch v := meta.Get(metaSchema); {
+		case v == nil:
+			return meta.Put(metaSchema, u64(schemaVersion))
+		case len(v) != 8 || binary.BigEndian.Uint64(v) > schemaVersion:
+			return &memgate.Error{Code: memgate.CodeUnavailable, Op: op,
+				Message: "the store was written by a newer memgate; upgrade memgate to open it"}
+		}
+		return nil
+	})
+	return memgate.Wrap(op, err)
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for pending writes to commit, then closes the file. It is safe
+// to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.write.close()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Sync flushes the file to disk. Commits already do unless NoSync is set.
+func (s *Store) Sync() error { return s.db.Sync() }
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func getU64(b *bolt.Bucket, key []byte) uint64 {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// addU64 adds delta to a counter in b.
+func addU64(b *bolt.Bucket, key []byte, delta int64) error {
+	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
+}
+
+var errClosed = &memgate.Error{Code: memgate.CodeUnavailable, Message: "the store is closed"}
+
+// cancelled turns a done context into the error a caller sees.
+func cancelled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled before it ran", Cause: err}
+	}
+	return nil
+}
+
+func (s *Store) String() string { return fmt.Sprintf("storage.Store(%s)", filepath.Base(filepath.Dir(s.path))) }

@@ -1,0 +1,245 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/memgate/memgate"
+)
+
+// Put creates or replaces one memory and returns it as stored, and whether
+// it was created. It returns only after the write has committed.
+//
+// A replace keeps created_at. With w.IfVersion set, the write happens only
+// if the memory's current version is *w.IfVersion (0: it must not exist);
+// otherwise it fails with version_conflict, whose details carry the current
+// version (0 when there is none).
+func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error) {
+	const op = "storage.Put"
+	w, err := w.Normalize(s.opts.MaxTextBytes)
+	if err != nil {
+		return memgate.Memory{}, false, err
+	}
+	if w.ID == "" {
+		if w.ID, err = newID(); err != nil {
+			return memgate.Memory{}, false, err
+		}
+	}
+	var (
+		mem     memgate.Memory
+		created bool
+	)
+	err = s.write.do(func(tx *bolt.Tx) error {
+		if err := cancelled(ctx); err != nil {
+			return err
+		}
+		t := s.txn(tx)
+		old, oldDoc, err := t.lookup(w.ID)
+		if err != nil {
+			return err
+		}
+		if err := checkVersion(w.IfVersion, oldDoc); err != nil {
+			return err
+		}
+		now := s.now().UnixNano()
+		doc, err := tx.Bucket(bucketDocs).NextSequence()
+		if err != nil {
+			return err
+		}
+		origin, createdAt := doc, now
+		if oldDoc != 0 {
+			origin, createdAt = old.origin, old.created
+			if err := t.remove(&old, oldDoc); err != nil {
+				return err
+			}
+		}
+		rec, err := newRecord(w, origin, createdAt, now)
+		if err != nil {
+			return err
+		}
+		if err := t.insert(&rec, doc); err != nil {
+			return err
+		}
+		mem, err = rec.memory(doc)
+		created = oldDoc == 0
+		return err
+	})
+	if err != nil {
+		return memgate.Memory{}, false, memgate.AsError(op, err)
+	}
+	return mem, created, nil
+}
+
+// Delete forgets one memory. With ifVersion set it forgets it only if its
+// current version is *ifVersion.
+func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
+	const op = "storage.Delete"
+	if err := memgate.ValidateID("id", id); err != nil {
+		return err
+	}
+	if ifVersion != nil && *ifVersion < 1 {
+		return memgate.Invalid("if_version", "if_version must be a version read earlier")
+	}
+	err := s.write.do(func(tx *bolt.Tx) error {
+		if err := cancelled(ctx); err != nil {
+			return err
+		}
+		t := s.txn(tx)
+		old, oldDoc, err := t.lookup(id)
+		if err != nil {
+			return err
+		}
+		if oldDoc == 0 {
+			return errNotFound
+		}
+		if err := checkVersion(ifVersion, oldDoc); err != nil {
+			return err
+		}
+		return t.remove(&old, oldDoc)
+	})
+	return memgate.Wrap(op, err)
+}
+
+var errNotFound = &memgate.Error{Code: memgate.CodeNotFound, Message: "no memory has this id"}
+
+func checkVersion(want *int64, current uint64) error {
+	if want == nil || uint64(*want) == current {
+		return nil
+	}
+	msg := "the memory changed since it was read; read it again and retry"
+	if *want == 0 {
+		msg = "a memory with this id already exists"
+	}
+	return &memgate.Error{Code: memgate.CodeVersionConflict, Message: msg,
+		Details: map[string]any{"current_version": current}}
+}
+
+// txn bundles the buckets of one transaction.
+type txn struct {
+	s        *Store
+	docs     *bolt.Bucket
+	ids      *bolt.Bucket
+	created  *bolt.Bucket
+	meta     *bolt.Bucket
+	postings postingsWriter
+}
+
+func (s *Store) txn(tx *bolt.Tx) *txn {
+	t := &txn{
+		s:       s,
+		docs:    tx.Bucket(bucketDocs),
+		ids:     tx.Bucket(bucketIDs),
+		created: tx.Bucket(bucketCreated),
+		meta:    tx.Bucket(bucketMeta),
+	}
+	t.postings = postingsWriter{b: tx.Bucket(bucketPostings), seal: s.seal}
+	if tx.Writable() {
+		// Document numbers and creation keys only grow: pack their pages.
+		t.docs.FillPercent = 0.95
+		t.created.FillPercent = 0.9
+	}
+	return t
+}
+
+// lookup returns the record and document number of id; 0 when it does not
+// exist.
+func (t *txn) lookup(id string) (record, uint64, error) {
+	key := t.s.seal.key(kindID, id)
+	v := t.ids.Get(key)
+	if v == nil {
+		return record{}, 0, nil
+	}
+	plain, err := t.s.seal.open(bucketIDs, key, v)
+	if err != nil || len(plain) != 8 {
+		return record{}, 0, errBadRecord
+	}
+	doc := binary.BigEndian.Uint64(plain)
+	r, err := t.record(doc)
+	return r, doc, err
+}
+
+func (t *txn) record(doc uint64) (record, error) {
+	key := u64(doc)
+	v := t.docs.Get(key)
+	if v == nil {
+		return record{}, errBadRecord
+	}
+	plain, err := t.s.seal.open(bucketDocs, key, v)
+	if err != nil {
+		return record{}, err
+	}
+	return unmarshalRecord(plain)
+}
+
+func createdKey(r *record) []byte {
+	k := make([]byte, 16)
+	binary.BigEndian.PutUint64(k, uint64(r.created))
+	binary.BigEndian.PutUint64(k[8:], r.origin)
+	return k
+}
+
+// insert writes r as document doc, with its postings and counters.
+func (t *txn) insert(r *record, doc uint64) error {
+	s := t.s
+	key := u64(doc)
+	if err := t.docs.Put(key, s.seal.seal(bucketDocs, key, r.marshal(make([]byte, 0, r.size())))); err != nil {
+		return err
+	}
+	idKey := s.seal.key(kindID, r.id)
+	if err := t.ids.Put(idKey, s.seal.seal(bucketIDs, idKey, u64(doc))); err != nil {
+		return err
+	}
+	ck := createdKey(r)
+	if err := t.created.Put(ck, s.seal.seal(bucketCreated, ck, u64(doc))); err != nil {
+		return err
+	}
+	entries, length := s.entries(r)
+	for _, e := range entries {
+		if err := t.postings.add(e.term, posting{doc: doc, tf: e.tf, docLen: uint32(length)}); err != nil {
+			return err
+		}
+	}
+	return t.count(1, len(r.text), length)
+}
+
+// remove takes document doc (holding r) out of the store and the index.
+func (t *txn) remove(r *record, doc uint64) error {
+	s := t.s
+	entries, length := s.entries(r)
+	for _, e := range entries {
+		if err := t.postings.remove(e.term, doc); err != nil {
+			return err
+		}
+	}
+	if err := t.docs.Delete(u64(doc)); err != nil {
+		return err
+	}
+	if err := t.ids.Delete(s.seal.key(kindID, r.id)); err != nil {
+		return err
+	}
+	if err := t.created.Delete(createdKey(r)); err != nil {
+		return err
+	}
+	return t.count(-1, -len(r.text), -length)
+}
+
+func (t *txn) count(n, bytes, length int) error {
+	if err := addU64(t.meta, metaCount, int64(n)); err != nil {
+		return err
+	}
+	if err := addU64(t.meta, metaBytes, int64(bytes)); err != nil {
+		return err
+	}
+	return addU64(t.meta, metaTotalLen, int64(length))
+}
+
+func newID() (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", memgate.Internal("storage.newID", err)
+	}
+	return u.String(), nil
+}

@@ -1,0 +1,43 @@
+package tenants
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// poolMetrics are the instruments a Pool reports through.
+type poolMetrics struct {
+	opens       metric.Int64Counter
+	evictions   metric.Int64Counter
+	refusals    metric.Int64Counter
+	openLatency metric.Float64Histogram
+}
+
+func newPoolMetrics(m metric.Meter, open func() int) (*poolMetrics, error) {
+	var pm poolMetrics
+	var err error
+	if pm.opens, err = m.Int64Counter("memgate.pool.opens",
+		metric.WithDescription("Stores opened by the pool.")); err != nil {
+		return nil, err
+	}
+	if pm.evictions, err = m.Int64Counter("memgate.pool.evictions",
+		metric.WithDescription("Idle stores closed to make room or after the idle timeout.")); err != nil {
+		return nil, err
+	}
+	if pm.refusals, err = m.Int64Counter("memgate.pool.refusals",
+		metric.WithDescription("Leases refused with too_many_stores.")); err != nil {
+		return nil, err
+	}
+	if pm.openLatency, err = m.Float64Histogram("memgate.pool.open.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to open a store.")); err != nil {
+		return nil, err
+	}
+	_, err = m.Int64ObservableGauge("memgate.pool.open_stores",
+		metric.WithDescription("Stores open or opening."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(open()))
+			return nil
+		}))
+	return &pm, err
+}

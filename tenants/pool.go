@@ -1,0 +1,354 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
+)
+
+// DefaultMaxStores is the default of --max-stores.
+const DefaultMaxStores = 16
+
+// Options configure a Pool.
+type Options struct {
+	// Dir is the data folder; stores live in Dir/stores/<namespace>/.
+	Dir string
+	// MaxStores bounds the stores open or opening at once; 0 means
+	// DefaultMaxStores.
+	MaxStores int
+	// IdleTimeout closes a store nobody has leased for that long; 0 never.
+	IdleTimeout time.Duration
+	// Store configures every store the pool opens.
+	Store storage.Options
+	// Logger receives open and close failures; nil discards them.
+	Logger *slog.Logger
+	// Meter records the pool's metrics; nil means the global provider's.
+	Meter metric.Meter
+}
+
+// Pool is an LRU of open stores with leases. It is safe for concurrent use.
+type Pool struct {
+	opts   Options
+	root   *os.Root // the stores folder: no namespace reaches outside it
+	stores string
+	log    *slog.Logger
+	m      *poolMetrics
+
+	mu      sync.Mutex
+	idle    *sync.Cond                                // signalled when a lease ends
+	lru     *simplelru.LRU[memgate.Namespace, *entry] // opening and open stores
+	closing map[memgate.Namespace]chan struct{}       // stores being closed
+	closed  bool
+	stop    chan struct{}
+	reaper  sync.WaitGroup
+}
+
+// entry is one store, opening or open.
+type entry struct {
+	ns       memgate.Namespace
+	ready    chan struct{} // closed once the open has finished
+	store    *storage.Store
+	err      error
+	leases   int
+	lastUsed time.Time
+}
+
+var (
+	errTooMany = &memgate.Error{Code: memgate.CodeTooManyStores,
+		Message: "every store slot is in use by a running request; retry shortly"}
+	errPoolClosed = &memgate.Error{Code: memgate.CodeUnavailable,
+		Message: "the server is shutting down"}
+)
+
+// NewPool creates the stores folder if needed and returns an empty pool.
+func NewPool(opts Options) (*Pool, error) {
+	const op = "tenants.NewPool"
+	if opts.MaxStores <= 0 {
+		opts.MaxStores = DefaultMaxStores
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stores := filepath.Join(opts.Dir, "stores")
+	if err := os.MkdirAll(stores, 0o700); err != nil {
+		return nil, memgate.Internal(op, err)
+	}
+	root, err := os.OpenRoot(stores)
+	if err != nil {
+		return nil, memgate.Internal(op, err)
+	}
+	// The LRU's own bound is never reached: the pool evicts by itself, and
+	// only idle stores.
+	l, _ := simplelru.NewLRU[memgate.Namespace, *entry](1<<30, nil)
+	p := &Pool{opts: opts, root: root, stores: stores, log: log, lru: l,
+		closing: map[memgate.Namespace]chan struct{}{}, stop: make(chan struct{})}
+	p.idle = sync.NewCond(&p.mu)
+	meter := opts.Meter
+	if meter == nil {
+		meter = otel.Meter("github.com/memgate/memgate/tenants")
+	}
+	if p.m, err = newPoolMetrics(meter, p.openCount); err != nil {
+		root.Close()
+		return nil, memgate.Internal(op, err)
+	}
+	if opts.IdleTimeout > 0 {
+		p.reaper.Go(p.reap)
+	}
+	return p, nil
+}
+
+// Lease returns the store of namespace ns, opening it if needed, and a
+// release function the caller must call exactly once when its request ends.
+// While leased, the store is never closed by the pool.
+func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, nil, errPoolClosed
+		}
+		if done, ok := p.closing[ns]; ok {
+			// Its file is still open: wait for the close, then open it again.
+			p.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, nil, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+			}
+		}
+		if e, ok := p.lru.Get(ns); ok {
+			e.leases++
+			p.mu.Unlock()
+			<-e.ready
+			if e.err != nil {
+				p.release(e)
+				return nil, nil, e.err
+			}
+			return e.store, p.releaser(e), nil
+		}
+		var victim *entry
+		if p.lru.Len() >= p.opts.MaxStores {
+			if victim = p.oldestIdle(); victim == nil {
+				p.mu.Unlock()
+				p.m.refusals.Add(ctx, 1)
+				return nil, nil, errTooMany
+			}
+			p.lru.Remove(victim.ns)
+			p.closing[victim.ns] = make(chan struct{})
+		}
+		e := &entry{ns: ns, ready: make(chan struct{}), leases: 1}
+		p.lru.Add(ns, e)
+		p.mu.Unlock()
+
+		if victim != nil {
+			p.closeEntry(victim)
+			p.m.evictions.Add(ctx, 1)
+		}
+		start := time.Now()
+		e.store, e.err = p.open(ns)
+		p.m.openLatency.Record(ctx, time.Since(start).Seconds())
+		if e.err != nil {
+			p.mu.Lock()
+			if cur, ok := p.lru.Peek(ns); ok && cur == e {
+				p.lru.Remove(ns)
+			}
+			e.leases--
+			p.mu.Unlock()
+			close(e.ready)
+			return nil, nil, e.err
+		}
+		p.m.opens.Add(ctx, 1)
+		close(e.ready)
+		return e.store, p.releaser(e), nil
+	}
+}
+
+// oldestIdle returns the least recently used store nobody leases; nil when
+// every store is leased. Called with p.mu held.
+func (p *Pool) oldestIdle() *entry {
+	for _, ns := range p.lru.Keys() { // oldest first
+		e, _ := p.lru.Peek(ns)
+		if e.leases == 0 {
+			return e
+		}
+	}
+	return nil
+}
+
+func (p *Pool) releaser(e *entry) func() {
+	var once sync.Once
+	return func() { once.Do(func() { p.release(e) }) }
+}
+
+func (p *Pool) release(e *entry) {
+	p.mu.Lock()
+	e.leases--
+	e.lastUsed = time.Now()
+	if e.leases == 0 {
+		p.idle.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+// open opens ns's store inside the stores folder.
+func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
+	const op = "tenants.open"
+	name := string(ns)
+	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, memgate.Internal(op, err)
+	}
+	// The folder and the file must be what they seem, not links that lead
+	// out of the stores folder.
+	if fi, err := p.root.Lstat(name); err != nil || !fi.IsDir() {
+		return nil, memgate.Internal(op, errors.New("store folder is not a plain folder"))
+	}
+	file := filepath.Join(name, storage.FileName)
+	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
+		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
+	}
+	s, err := storage.Open(filepath.Join(p.stores, file), p.opts.Store)
+	if err != nil {
+		if memgate.ErrorCode(err) != memgate.CodeStoreLocked {
+			p.log.Error("store open failed", "op", op, "namespace", name, "error", err)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// closeEntry closes a store that has left the LRU, then lets waiters for its
+// namespace go on.
+func (p *Pool) closeEntry(e *entry) {
+	if err := e.store.Close(); err != nil {
+		p.log.Error("store close failed", "op", "tenants.close", "namespace", string(e.ns), "error", err)
+	}
+	p.mu.Lock()
+	done := p.closing[e.ns]
+	delete(p.closing, e.ns)
+	p.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
+
+// openCount is the number of stores open or opening.
+func (p *Pool) openCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lru.Len() + len(p.closing)
+}
+
+// reap closes stores idle for longer than IdleTimeout.
+func (p *Pool) reap() {
+	every := max(p.opts.IdleTimeout/4, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		var victims []*entry
+		p.mu.Lock()
+		for _, ns := range p.lru.Keys() {
+			e, _ := p.lru.Peek(ns)
+			if e.leases == 0 && time.Since(e.lastUsed) >= p.opts.IdleTimeout {
+				p.lru.Remove(ns)
+				p.closing[ns] = make(chan struct{})
+				victims = append(victims, e)
+			}
+		}
+		p.mu.Unlock()
+		for _, e := range victims {
+			p.closeEntry(e)
+			p.m.evictions.Add(context.Background(), 1)
+		}
+	}
+}
+
+// Close stops new leases, waits until running requests release theirs (or
+// ctx ends), then flushes and closes every store.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.stop)
+	stopWaiting := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.idle.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stopWaiting()
+	for p.leased() && ctx.Err() == nil {
+		p.idle.Wait()
+	}
+	var all []*entry
+	for _, ns := range p.lru.Keys() {
+		e, _ := p.lru.Peek(ns)
+		all = append(all, e)
+		p.closing[ns] = make(chan struct{})
+	}
+	p.lru.Purge()
+	p.mu.Unlock()
+	p.reaper.Wait()
+
+	var errs []error
+	for _, e := range all {
+		<-e.ready
+		if e.err == nil {
+			if err := e.store.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		p.mu.Lock()
+		if done := p.closing[e.ns]; done != nil {
+			delete(p.closing, e.ns)
+			close(done)
+		}
+		p.mu.Unlock()
+	}
+	// Wait for evictions still closing their stores.
+	for {
+		p.mu.Lock()
+		var done chan struct{}
+		for _, d := range p.closing {
+			done = d
+			break
+		}
+		p.mu.Unlock()
+		if done == nil {
+			break
+		}
+		<-done
+	}
+	errs = append(errs, p.root.Close())
+	return errors.Join(errs...)
+}
+
+// leased reports whether any store is leased. Called with p.mu held.
+func (p *Pool) leased() bool {
+	for _, ns := range p.lru.Keys() {
+		if e, _ := p.lru.Peek(ns); e.leases > 0 {
+			return true
+		}
+	}
+	return false
+}

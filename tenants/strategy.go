@@ -1,0 +1,125 @@
+package tenants
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"strings"
+
+	"github.com/memgate/memgate"
+)
+
+// Strategy names how a request gets its namespace (--namespace-strategy).
+type Strategy string
+
+// The strategies.
+const (
+	Fixed   Strategy = "fixed"   // --namespace, default "default"
+	Project Strategy = "project" // from the working directory
+	Token   Strategy = "token"   // from the authenticated principal
+)
+
+// ParseStrategy checks a strategy name.
+func ParseStrategy(s string) (Strategy, error) {
+	switch Strategy(s) {
+	case Fixed, Project, Token:
+		return Strategy(s), nil
+	case "":
+		return Fixed, nil
+	}
+	return "", memgate.Invalid("namespace-strategy", "namespace strategy must be fixed, project or token")
+}
+
+// Resolver resolves the namespace of one request.
+type Resolver struct {
+	Strategy Strategy
+	// Default is the namespace of the fixed and project strategies.
+	Default memgate.Namespace
+	// FromSubject lets the token strategy derive a namespace from the
+	// principal's subject when its token names none.
+	FromSubject bool
+	// AllowArg accepts the per-call namespace argument (--namespace-arg).
+	AllowArg bool
+}
+
+var (
+	errNoPrincipal = &memgate.Error{Code: memgate.CodeForbidden,
+		Message: "this server takes the namespace from the caller's token, and the call has none"}
+	errNoClaim = &memgate.Error{Code: memgate.CodeForbidden,
+		Message: "the token names no namespace"}
+	errBadClaim = &memgate.Error{Code: memgate.CodeForbidden,
+		Message: "the token's namespace is not a valid namespace name"}
+	errNotAllowed = &memgate.Error{Code: memgate.CodeForbidden,
+		Message: "the token does not allow this namespace"}
+	errNoArg = memgate.Invalid("namespace",
+		"this server does not take a namespace argument")
+)
+
+// Resolve returns the namespace of a call by principal p (nil when the
+// transport has no authentication) with namespace argument arg ("" when the
+// call has none).
+func (r *Resolver) Resolve(p *memgate.Principal, arg string) (memgate.Namespace, error) {
+	var ns memgate.Namespace
+	switch {
+	case arg != "":
+		if !r.AllowArg {
+			return "", errNoArg
+		}
+		var err error
+		if ns, err = memgate.ParseNamespace("namespace", arg); err != nil {
+			return "", err
+		}
+	case r.Strategy == Token:
+		if p == nil {
+			return "", errNoPrincipal
+		}
+		switch {
+		case p.Namespace != "":
+			var err error
+			if ns, err = memgate.ParseNamespace("namespace", p.Namespace); err != nil {
+				return "", errBadClaim
+			}
+		case r.FromSubject && p.Subject != "":
+			ns = SubjectNamespace(p.Subject)
+		default:
+			return "", errNoClaim
+		}
+	default:
+		ns = r.Default
+		if ns == "" {
+			ns = memgate.DefaultNamespace
+		}
+	}
+	if p != nil && !p.MayUse(string(ns)) {
+		return "", errNotAllowed
+	}
+	return ns, nil
+}
+
+// ProjectNamespace is the namespace of the project strategy for folder dir:
+// the folder's name, lowered, with characters outside [a-z0-9_-] replaced by
+// '-' and cut to 55 bytes, then '-' and the first 8 hex digits of the
+// SHA-256 of the absolute path. Two folders with the same name never share a
+// namespace.
+func ProjectNamespace(dir string) (memgate.Namespace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", memgate.Invalid("project", "the working directory has no absolute path")
+	}
+	sum := sha256.Sum256([]byte(abs))
+	name := strings.Trim(memgate.SanitizeNamespace(filepath.Base(abs), memgate.MaxNamespaceLen-9), "-")
+	if name == "" {
+		name = "project"
+	}
+	return memgate.Namespace(name + "-" + hex.EncodeToString(sum[:4])), nil
+}
+
+// SubjectNamespace derives a per-user namespace from a token subject: "u-"
+// and the first 32 hex digits of SHA-256("memgate-subject\x00" + subject).
+// It is stable (the same subject always maps to the same store), reveals
+// nothing of the subject on disk, and two subjects collide only with
+// probability 2^-128.
+func SubjectNamespace(subject string) memgate.Namespace {
+	sum := sha256.Sum256([]byte("memgate-subject\x00" + subject))
+	return memgate.Namespace("u-" + hex.EncodeToString(sum[:16]))
+}
