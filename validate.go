@@ -206,4 +206,3 @@ func FlatValue(v any) (any, bool) {
 	}
 	return nil, false
 }
-

@@ -267,7 +267,7 @@ func TestBackupIsAConsistentStore(t *testing.T) {
 func TestStatsCountsBytes(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	put(t, s, memgate.Write{ID: "a", Text: "héllo"}) // 6 bytes
+	put(t, s, memgate.Write{ID: "a", Text: "héllo"})  // 6 bytes
 	put(t, s, memgate.Write{ID: "b", Text: "wörld!"}) // 7 bytes
 	put(t, s, memgate.Write{ID: "a", Text: "hi"})
 	st, err := s.Stats(ctx)

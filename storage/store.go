@@ -187,4 +187,6 @@ func cancelled(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) String() string { return fmt.Sprintf("storage.Store(%s)", filepath.Base(filepath.Dir(s.path))) }
+func (s *Store) String() string {
+	return fmt.Sprintf("storage.Store(%s)", filepath.Base(filepath.Dir(s.path)))
+}
