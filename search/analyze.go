@@ -13,10 +13,16 @@ import (
 // not truncated: a truncated prefix would match words that are not there.
 const MaxTermBytes = 64
 
-// joiners keeps paths (src/server/http.go), dates (2024-01-15) and
-// hyphenated names in one segment, so they can be indexed whole as well as
-// by their parts. UAX #29 already joins '.', '_', ':' and apostrophes.
-var joiners = &words.Joiners[string]{Middle: []rune{'-', '/'}}
+// segmenter is copied for every text. Its split function keeps paths
+// (src/server/http.go), dates (2024-01-15) and hyphenated names in one
+// segment, so they can be indexed whole as well as by their parts; UAX #29
+// already joins '.', '_', ':' and apostrophes. Setting joiners per call would
+// allocate a method value each time, a copy does not.
+var segmenter = func() words.Iterator[string] {
+	it := words.FromString("")
+	it.Joiners(&words.Joiners[string]{Middle: []rune{'-', '/'}})
+	return *it
+}()
 
 // AppendTerms appends the index terms of text to dst and returns it. Terms
 // appear in text order, with repeats; an identifier's whole form comes just
@@ -26,16 +32,40 @@ var joiners = &words.Joiners[string]{Middle: []rune{'-', '/'}}
 // Terms never share memory with text, so keeping them does not keep text.
 // AppendTerms is safe for concurrent use.
 func AppendTerms(dst []string, text string) []string {
-	it := words.FromString(text)
-	it.Joiners(joiners)
+	it := segmenter
+	it.SetText(text)
 	for it.Next() {
 		seg := it.Value()
 		if len(seg) == 1 && seg[0] < utf8.RuneSelf && asciiClass[seg[0]] >= sep {
 			continue // a space or punctuation: most segments of prose
 		}
+		if plainWord(seg) {
+			dst = appendWord(dst, seg)
+			continue
+		}
 		dst = appendSegment(dst, seg)
 	}
 	return dst
+}
+
+// plainWord reports whether seg is one part without looking at its runes one
+// by one: ASCII lower-case letters, perhaps capitalised, or ASCII digits.
+// Most words of prose are.
+func plainWord(seg string) bool {
+	lo, hi := byte('a'), byte('z')
+	i := 0
+	switch c := seg[0]; {
+	case '0' <= c && c <= '9':
+		lo, hi = '0', '9'
+	case 'A' <= c && c <= 'Z':
+		i = 1
+	}
+	for ; i < len(seg); i++ {
+		if c := seg[i]; c < lo || c > hi {
+			return false
+		}
+	}
+	return true
 }
 
 // Terms returns the index terms of text; see AppendTerms.

@@ -19,7 +19,7 @@
 // with: stores index terms, not text, so such a change needs a reindex.
 //
 // Stemming keeps a small, fixed-size cache of recent words shared by every
-// goroutine. It holds words of the text it has seen (at most a few thousand,
+// goroutine. It holds words of the text it has seen (at most 8192,
 // each at most MaxTermBytes), so plaintext words of memories stay in process
 // memory after a write, as they do in any buffer that analysed them.
 //

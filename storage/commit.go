@@ -24,6 +24,7 @@ const maxGroup = 1000
 // error aborts the whole group, which is then run again one write per
 // transaction, so one failing write never fails its neighbours.
 type committer struct {
+	s    *Store
 	db   *bolt.DB
 	log  *slog.Logger
 	ops  chan *writeOp
@@ -34,18 +35,18 @@ type committer struct {
 }
 
 type writeOp struct {
-	fn  func(*bolt.Tx) error
+	fn  func(*txn) error
 	err chan error
 }
 
-func newCommitter(db *bolt.DB, log *slog.Logger) *committer {
-	c := &committer{db: db, log: log, ops: make(chan *writeOp, maxGroup), done: make(chan struct{})}
+func newCommitter(s *Store, log *slog.Logger) *committer {
+	c := &committer{s: s, db: s.db, log: log, ops: make(chan *writeOp, maxGroup), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
 
 // do runs fn in a write transaction and returns once it has committed.
-func (c *committer) do(fn func(*bolt.Tx) error) error {
+func (c *committer) do(fn func(*txn) error) error {
 	op := &writeOp{fn: fn, err: make(chan error, 1)}
 	c.mu.RLock()
 	if c.closed {
@@ -98,13 +99,14 @@ func (c *committer) loop() {
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
 	err := c.db.Update(func(tx *bolt.Tx) error {
+		t := c.s.txn(tx)
 		for i, op := range group {
-			errs[i] = op.fn(tx)
+			errs[i] = op.fn(t)
 			if errs[i] != nil && !isRefusal(errs[i]) {
 				return errs[i]
 			}
 		}
-		return nil
+		return t.postings.flush()
 	})
 	if err == nil {
 		return errs
@@ -115,7 +117,13 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 	}
 	c.log.Warn("group commit failed; retrying its writes one by one", "writes", len(group), "error", err)
 	for i, op := range group {
-		errs[i] = c.db.Update(op.fn)
+		errs[i] = c.db.Update(func(tx *bolt.Tx) error {
+			t := c.s.txn(tx)
+			if err := op.fn(t); err != nil {
+				return err
+			}
+			return t.postings.flush()
+		})
 	}
 	return errs
 }

@@ -286,12 +286,11 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			batch[i].w.ID = id
 		}
 	}
-	err = s.write.do(func(tx *bolt.Tx) error {
+	err = s.write.do(func(t *txn) error {
 		imported, skipped = 0, 0
 		if err := cancelled(ctx); err != nil {
 			return err
 		}
-		t := s.txn(tx)
 		if onConflict == ImportFail {
 			// A refusal must come before the first change (see committer).
 			if err := t.checkNew(batch); err != nil {

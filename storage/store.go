@@ -116,7 +116,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.write = newCommitter(db, log)
+	s.write = newCommitter(s, log)
 	return s, nil
 }
 

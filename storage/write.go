@@ -32,11 +32,10 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 		mem     memgate.Memory
 		created bool
 	)
-	err = s.write.do(func(tx *bolt.Tx) error {
+	err = s.write.do(func(t *txn) error {
 		if err := cancelled(ctx); err != nil {
 			return err
 		}
-		t := s.txn(tx)
 		old, oldDoc, err := t.lookup(w.ID)
 		if err != nil {
 			return err
@@ -45,7 +44,7 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 			return err
 		}
 		now := s.now().UnixNano()
-		doc, err := tx.Bucket(bucketDocs).NextSequence()
+		doc, err := t.docs.NextSequence()
 		if err != nil {
 			return err
 		}
@@ -83,11 +82,10 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 	if ifVersion != nil && *ifVersion < 1 {
 		return memgate.Invalid("if_version", "if_version must be a version read earlier")
 	}
-	err := s.write.do(func(tx *bolt.Tx) error {
+	err := s.write.do(func(t *txn) error {
 		if err := cancelled(ctx); err != nil {
 			return err
 		}
-		t := s.txn(tx)
 		old, oldDoc, err := t.lookup(id)
 		if err != nil {
 			return err
@@ -198,9 +196,7 @@ func (t *txn) insert(r *record, doc uint64) error {
 	}
 	entries, length := s.entries(r)
 	for _, e := range entries {
-		if err := t.postings.add(e.term, posting{doc: doc, tf: e.tf, docLen: uint32(length)}); err != nil {
-			return err
-		}
+		t.postings.add(e.term, posting{doc: doc, tf: e.tf, docLen: uint32(length)})
 	}
 	return t.count(1, len(r.text), length)
 }

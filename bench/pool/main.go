@@ -158,7 +158,9 @@ func measure(dir string, c config, maxStores int) (result, error) {
 				d := time.Since(start)
 				if err != nil {
 					if memgate.ErrorCode(err) == memgate.CodeTooManyStores {
+						// What a client does with too_many_stores: retry shortly.
 						refused.Add(1)
+						time.Sleep(time.Millisecond)
 						continue
 					}
 					errs.Add(1)

@@ -1,0 +1,95 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/memgate/memgate"
+)
+
+// benchText makes n memories of about 176 bytes from a Zipf vocabulary.
+func benchText(n int) []string {
+	rng := rand.New(rand.NewPCG(7, 11))
+	vocab := make([]string, 20000)
+	for i := range vocab {
+		b := make([]byte, 4+rng.IntN(6))
+		for j := range b {
+			b[j] = "bcdfghjklmnprstvwaeiou"[rng.IntN(22)]
+		}
+		vocab[i] = string(b)
+	}
+	z := rand.NewZipf(rng, 1.1, 1, uint64(len(vocab)-1))
+	out := make([]string, n)
+	for i := range out {
+		var sb strings.Builder
+		for sb.Len() < 170 {
+			sb.WriteString(vocab[z.Uint64()])
+			sb.WriteByte(' ')
+		}
+		out[i] = sb.String()
+	}
+	return out
+}
+
+func benchStore(b testing.TB, n int, sync bool) (*Store, []string) {
+	b.Helper()
+	s := openTest(b, func(o *Options) { o.NoSync = !sync })
+	texts := benchText(n + 10000)
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "{\"text\":%q}\n", texts[i])
+	}
+	if _, err := s.Import(context.Background(), strings.NewReader(sb.String()), ImportFail); err != nil {
+		b.Fatal(err)
+	}
+	return s, texts[n:]
+}
+
+// BenchmarkPut is one memory per commit on a 10k store, without fsync: the
+// CPU and page cost of a write.
+func BenchmarkPut(b *testing.B) {
+	s, texts := benchStore(b, 10000, false)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, _, err := s.Put(ctx, memgate.Write{Text: texts[i%len(texts)]}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkPutDurable is the same with fsync on every commit.
+func BenchmarkPutDurable(b *testing.B) {
+	s, texts := benchStore(b, 10000, true)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, _, err := s.Put(ctx, memgate.Write{Text: texts[i%len(texts)]}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkSearch is a three-word query on a 10k store.
+func BenchmarkSearch(b *testing.B) {
+	s, _ := benchStore(b, 10000, false)
+	texts := benchText(10000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		words := strings.Fields(texts[(i*7919)%len(texts)])
+		q := strings.Join(words[:min(3, len(words))], " ")
+		if _, err := s.Search(ctx, memgate.Query{Text: q}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
