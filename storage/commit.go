@@ -98,34 +98,54 @@ func (c *committer) loop() {
 // commit runs group in one transaction and returns each write's error.
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
-	err := c.db.Update(func(tx *bolt.Tx) error {
-		t := c.s.txn(tx)
+	err := c.update(func(t *txn) error {
 		for i, op := range group {
 			errs[i] = op.fn(t)
 			if errs[i] != nil && !isRefusal(errs[i]) {
 				return errs[i]
 			}
 		}
-		return t.postings.flush()
+		return nil
 	})
-	if err == nil {
-		return errs
-	}
-	if len(group) == 1 {
+	switch {
+	case err == nil:
+	case len(group) == 1:
 		errs[0] = err
-		return errs
+	default:
+		c.log.Warn("group commit failed; retrying its writes one by one", "writes", len(group), "error", err)
+		for i, op := range group {
+			errs[i] = c.update(op.fn)
+		}
 	}
-	c.log.Warn("group commit failed; retrying its writes one by one", "writes", len(group), "error", err)
-	for i, op := range group {
-		errs[i] = c.db.Update(func(tx *bolt.Tx) error {
-			t := c.s.txn(tx)
-			if err := op.fn(t); err != nil {
-				return err
-			}
-			return t.postings.flush()
-		})
+	if c.s.tail.Load().len() >= c.s.opts.MergeEvery {
+		if err := c.s.merge(); err != nil {
+			// The tail stays as it is and the next commit tries again.
+			c.log.Error("index merge failed", "op", "storage.merge", "error", err)
+		}
 	}
 	return errs
+}
+
+// update runs fn in one write transaction. The transaction's change to the
+// tail is applied just before the commit, and undone if the commit fails.
+func (c *committer) update(fn func(*txn) error) error {
+	tl := c.s.tail.Load()
+	var applied *tailChange
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		t := c.s.txn(tx)
+		if err := fn(t); err != nil {
+			return err
+		}
+		if !t.change.empty() {
+			tl.apply(&t.change)
+			applied = &t.change
+		}
+		return nil
+	})
+	if err != nil && applied != nil {
+		tl.undo(applied)
+	}
+	return err
 }
 
 // isRefusal reports whether err is a write refusing itself before it changed

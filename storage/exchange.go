@@ -321,7 +321,7 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			origin := doc
 			if oldDoc != 0 {
 				origin, created = old.origin, old.created
-				if err := t.remove(&old, oldDoc); err != nil {
+				if err := t.remove(&old, oldDoc, doc); err != nil {
 					return err
 				}
 			}

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"slices"
 
@@ -17,11 +18,10 @@ import (
 // document order, each as three uvarints: the gap from the previous document
 // (0 for the first), the term frequency, and the document's length in terms.
 //
-// Document numbers only grow (every write takes a new one), so adding a
-// document appends to a term's last chunk, and removing one rewrites the one
-// chunk that holds it: a write touches one bounded chunk per distinct term,
-// whatever the number of memories. Within one transaction, additions are
-// gathered per term and appended once, when the transaction ends.
+// Document numbers only grow (every write takes a new one), so a merge of
+// the tail (see tail.go) appends to each term's last chunk, and removing a
+// merged document rewrites the one chunk that holds it: bounded work per
+// distinct term, whatever the number of memories.
 const chunkSize = 128
 
 // posting is one document in a term's list.
@@ -97,40 +97,12 @@ func appendEntries(dst []byte, prev uint64, ps []posting) []byte {
 	return dst
 }
 
-// postingsWriter changes posting lists inside one write transaction.
-// Additions wait in adds until flush; removals apply at once.
+// postingsWriter changes posting lists on disk inside one write
+// transaction: merges append, removals of merged documents rewrite a chunk.
 type postingsWriter struct {
 	b    *bolt.Bucket
 	seal sealer
-	adds map[string][]posting
 	buf  []posting
-}
-
-// add queues p for term's list. p.doc must be larger than every document in
-// the list.
-func (w *postingsWriter) add(term []byte, p posting) {
-	if w.adds == nil {
-		w.adds = make(map[string][]posting)
-	}
-	w.adds[string(term)] = append(w.adds[string(term)], p)
-}
-
-// flush appends the queued additions, term by term in key order.
-func (w *postingsWriter) flush() error {
-	terms := make([]string, 0, len(w.adds))
-	for t := range w.adds {
-		terms = append(terms, t)
-	}
-	slices.Sort(terms)
-	for _, t := range terms {
-		if ps := w.adds[t]; len(ps) > 0 {
-			if err := w.appendTerm([]byte(t), ps); err != nil {
-				return err
-			}
-		}
-	}
-	clear(w.adds)
-	return nil
 }
 
 // appendTerm appends ps to term's list: into its last chunk while it has
@@ -180,12 +152,6 @@ func (w *postingsWriter) appendTerm(term []byte, ps []posting) error {
 
 // remove takes doc out of term's list; a missing posting is not an error.
 func (w *postingsWriter) remove(term []byte, doc uint64) error {
-	if queued := w.adds[string(term)]; len(queued) > 0 {
-		if i := slices.IndexFunc(queued, func(p posting) bool { return p.doc == doc }); i >= 0 {
-			w.adds[string(term)] = slices.Delete(queued, i, i+1)
-			return nil
-		}
-	}
 	c := w.b.Cursor()
 	k, v := c.Seek(chunkKey(term, doc))
 	switch {
@@ -239,9 +205,49 @@ func readPostings(b *bolt.Bucket, s sealer, term []byte, dst []posting) ([]posti
 	return dst, nil
 }
 
-// readDocs appends the document numbers of term's list to dst, in order.
-func readDocs(b *bolt.Bucket, s sealer, term []byte, dst []uint64, scratch []posting) ([]uint64, []posting, error) {
-	ps, err := readPostings(b, s, term, scratch[:0])
+// view is a read transaction together with the tail that matches it.
+type view struct {
+	tx       *bolt.Tx
+	tail     *tail
+	seq      uint64 // the docs sequence of this snapshot
+	postings *bolt.Bucket
+	seal     sealer
+}
+
+// errStaleTail makes view start again: a merge came between taking the
+// tail and opening the transaction.
+var errStaleTail = errors.New("storage: tail changed")
+
+// view runs fn in a read transaction with the matching tail.
+func (s *Store) view(fn func(v *view) error) error {
+	for {
+		tl := s.tail.Load()
+		err := s.db.View(func(tx *bolt.Tx) error {
+			if getU64(tx.Bucket(bucketMeta), metaMerged) != tl.base {
+				return errStaleTail
+			}
+			return fn(&view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
+				postings: tx.Bucket(bucketPostings), seal: s.seal})
+		})
+		if err != errStaleTail {
+			return err
+		}
+	}
+}
+
+// list appends to dst every posting of term in this snapshot, by document:
+// the merged ones from disk, then the tail's.
+func (v *view) list(term []byte, dst []posting) ([]posting, error) {
+	dst, err := readPostings(v.postings, v.seal, term, dst)
+	if err != nil {
+		return dst, err
+	}
+	return v.tail.postings(term, v.seq, dst), nil
+}
+
+// docs appends the document numbers of term's list to dst, in order.
+func (v *view) docs(term []byte, dst []uint64, scratch []posting) ([]uint64, []posting, error) {
+	ps, err := v.list(term, scratch[:0])
 	for _, p := range ps {
 		dst = append(dst, p.doc)
 	}

@@ -121,9 +121,10 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		return memgate.Page{}, err
 	}
 	page := memgate.Page{Memories: []memgate.Memory{}}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		t := s.txn(tx)
-		allowed, err := s.narrow(tx, tags, memgate.TagsAll, q.Filter)
+	err = s.view(func(v *view) error {
+		page.Memories, page.NextCursor = page.Memories[:0], ""
+		t := s.txn(v.tx)
+		allowed, err := s.narrow(v, tags, memgate.TagsAll, q.Filter)
 		if err != nil {
 			return err
 		}
@@ -133,11 +134,11 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		}
 		c := b.Cursor()
 		var lastPos []byte
-		k, v := first(c, after, desc)
-		for ; k != nil; k, v = step(c, desc) {
+		k, val := first(c, after, desc)
+		for ; k != nil; k, val = step(c, desc) {
 			doc := binary.BigEndian.Uint64(k)
 			if created {
-				plain, err := s.seal.open(bucketCreated, k, v)
+				plain, err := s.seal.open(bucketCreated, k, val)
 				if err != nil || len(plain) != 8 {
 					return errBadRecord
 				}
@@ -218,11 +219,10 @@ func (d docSet) has(doc uint64) bool {
 
 // narrow returns the documents that carry the tags (all or any, by mode) and
 // match every filter pair; nil when there are neither tags nor filter.
-func (s *Store) narrow(tx *bolt.Tx, tags []string, mode string, filter map[string]any) (docSet, error) {
+func (s *Store) narrow(v *view, tags []string, mode string, filter map[string]any) (docSet, error) {
 	if len(tags) == 0 && len(filter) == 0 {
 		return nil, nil
 	}
-	b := tx.Bucket(bucketPostings)
 	tagTerms, metaTerms := s.filterTerms(tags, filter)
 	var (
 		set     docSet
@@ -232,7 +232,7 @@ func (s *Store) narrow(tx *bolt.Tx, tags []string, mode string, filter map[strin
 	intersect := func(term []byte) error {
 		var docs []uint64
 		var err error
-		docs, scratch, err = readDocs(b, s.seal, term, nil, scratch)
+		docs, scratch, err = v.docs(term, nil, scratch)
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ func (s *Store) narrow(tx *bolt.Tx, tags []string, mode string, filter map[strin
 	if mode == memgate.TagsAny && len(tagTerms) > 0 {
 		var union []uint64
 		for _, term := range tagTerms {
-			docs, sc, err := readDocs(b, s.seal, term, nil, scratch)
+			docs, sc, err := v.docs(term, nil, scratch)
 			scratch = sc
 			if err != nil {
 				return nil, err

@@ -54,8 +54,9 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	}
 	terms := queryTerms(q.Text)
 	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		allowed, err := s.narrow(tx, tags, mode, q.Filter)
+	err = s.view(func(v *view) error {
+		res.Receipt.Candidates = 0
+		allowed, err := s.narrow(v, tags, mode, q.Filter)
 		if err != nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		case hasText && len(terms) == 0:
 			// Only stop words or punctuation: nothing can match.
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(tx, terms, allowed, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, terms, allowed, limit)
 		default:
 			res.Receipt.Candidates = len(allowed)
 			for i := len(allowed) - 1; i >= 0 && len(ranked) < limit; i-- {
@@ -74,7 +75,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		if err != nil {
 			return err
 		}
-		res.Hits, err = s.hits(tx, ranked, hasText)
+		res.Hits, err = s.hits(v.tx, ranked, hasText)
 		return err
 	})
 	if err != nil {
@@ -119,14 +120,13 @@ func queryTerms(text string) []string {
 // when allowed is not nil) and returns the best limit of them, and how many
 // were scored. Posting lists are sorted by document, so it walks them side
 // by side instead of gathering scores in a map.
-func (s *Store) rank(tx *bolt.Tx, terms []string, allowed docSet, limit int) ([]search.Scored, int, error) {
-	meta := tx.Bucket(bucketMeta)
+func (s *Store) rank(v *view, terms []string, allowed docSet, limit int) ([]search.Scored, int, error) {
+	meta := v.tx.Bucket(bucketMeta)
 	n := int(getU64(meta, metaCount))
 	if n == 0 {
 		return nil, 0, nil
 	}
 	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
-	b := tx.Bucket(bucketPostings)
 	lists := make([][]posting, 0, len(terms))
 	idf := make([]float64, 0, len(terms))
 	defer func() {
@@ -137,7 +137,7 @@ func (s *Store) rank(tx *bolt.Tx, terms []string, allowed docSet, limit int) ([]
 	}()
 	for _, term := range terms {
 		buf := postingPool.Get().(*[]posting)
-		ps, err := readPostings(b, s.seal, s.seal.key(kindWord, term), (*buf)[:0])
+		ps, err := v.list(s.seal.key(kindWord, term), (*buf)[:0])
 		if err != nil {
 			return nil, 0, err
 		}

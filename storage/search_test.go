@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/memgate/memgate"
@@ -169,7 +171,14 @@ func TestSearchBudget(t *testing.T) {
 // After every random put, replace and forget, a memory's unique word finds it
 // if and only if Get finds it, and nothing else.
 func TestIndexMatchesStore(t *testing.T) {
-	s := openTest(t)
+	for _, every := range []int{1, 7, 2048} {
+		t.Run(fmt.Sprint("merge every ", every), func(t *testing.T) {
+			indexMatchesStore(t, openTest(t, func(o *Options) { o.MergeEvery = every }))
+		})
+	}
+}
+
+func indexMatchesStore(t *testing.T, s *Store) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	const keys = 40
@@ -226,7 +235,7 @@ func TestIndexMatchesStore(t *testing.T) {
 // Posting chunks split at chunkSize; removing from the middle, the start and
 // the end of a long list keeps every other document findable.
 func TestLongPostingLists(t *testing.T) {
-	s := openTest(t)
+	s := openTest(t, func(o *Options) { o.MergeEvery = 50 })
 	ctx := context.Background()
 	const n = chunkSize*3 + 7
 	for i := range n {
@@ -244,4 +253,87 @@ func TestLongPostingLists(t *testing.T) {
 	if res.Receipt.Candidates != n-7 {
 		t.Fatalf("candidates = %d, want %d", res.Receipt.Candidates, n-7)
 	}
+}
+
+// A write is visible to the next search the moment Put returns, a forget
+// the moment Delete returns, while other writers and index merges run.
+func TestSearchSeesEveryAcknowledgedWrite(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.MergeEvery = 16 })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 60 {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				word := fmt.Sprintf("zq%cx%cv%c", 'a'+w, 'a'+i%26, 'a'+i/26)
+				put(t, s, memgate.Write{ID: id, Text: word + " shared filler"})
+				res, err := s.Search(ctx, memgate.Query{Text: word})
+				if err != nil || len(res.Hits) != 1 || res.Hits[0].ID != id {
+					t.Errorf("search right after put of %s: %v %v", id, ids(res.Hits), err)
+					return
+				}
+				if i%3 == 0 {
+					if err := s.Delete(ctx, id, nil); err != nil {
+						t.Error(err)
+						return
+					}
+					if res, _ := s.Search(ctx, memgate.Query{Text: word}); len(res.Hits) != 0 {
+						t.Errorf("search right after forget of %s still finds it", id)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res, err := s.Search(ctx, memgate.Query{Text: "shared", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 8 * 40; res.Receipt.Candidates != want {
+		t.Fatalf("candidates = %d, want %d", res.Receipt.Candidates, want)
+	}
+}
+
+// The tail of the index is rebuilt at open from the newest records.
+func TestTailSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 25 { // two merges, five documents left in the tail
+		put(t, s, memgate.Write{ID: fmt.Sprint(i), Text: "reopen " + letterWord(i)})
+	}
+	if err := s.Delete(ctx, "24", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, Options{NoSync: true, MergeEvery: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		checkFile(t, path)
+	}()
+	res, _ := s.Search(ctx, memgate.Query{Text: "reopen", Limit: 100})
+	if res.Receipt.Candidates != 24 {
+		t.Fatalf("after reopen %d candidates, want 24", res.Receipt.Candidates)
+	}
+	for _, i := range []int{3, 21, 23} {
+		if res, _ := s.Search(ctx, memgate.Query{Text: letterWord(i)}); len(res.Hits) != 1 {
+			t.Fatalf("memory %d not found after reopen", i)
+		}
+	}
+	if res, _ := s.Search(ctx, memgate.Query{Text: letterWord(24)}); len(res.Hits) != 0 {
+		t.Fatal("forgotten memory found after reopen")
+	}
+}
+
+// letterWord is a made-up word unique to i, made of letters only so the
+// analyser keeps it whole.
+func letterWord(i int) string {
+	return fmt.Sprintf("zx%cq%cv", 'a'+i%26, 'a'+i/26)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -33,6 +34,7 @@ var (
 	metaCount    = []byte("count")     // live memories
 	metaBytes    = []byte("bytes")     // sum of their text bytes
 	metaTotalLen = []byte("total_len") // sum of their lengths in terms
+	metaMerged   = []byte("merged")    // documents up to this one are in postings
 )
 
 // schemaVersion is the layout this code reads and writes.
@@ -56,6 +58,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the time of a write; nil means time.Now.
 	Now func() time.Time
+	// MergeEvery is how many documents the in-memory tail of the index
+	// gathers before it is merged into the postings on disk; 0 means 2048.
+	MergeEvery int
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -69,6 +74,7 @@ type Store struct {
 	log   *slog.Logger
 	now   func() time.Time
 	write *committer
+	tail  atomic.Pointer[tail]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,6 +87,9 @@ func Open(path string, opts Options) (*Store, error) {
 	const op = "storage.Open"
 	if opts.MaxTextBytes <= 0 {
 		opts.MaxTextBytes = memgate.DefaultMaxTextBytes
+	}
+	if opts.MergeEvery <= 0 {
+		opts.MergeEvery = 2048
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 100 * time.Millisecond
@@ -113,6 +122,10 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
 	if err := s.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadTail(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -189,4 +202,33 @@ func cancelled(ctx context.Context) error {
 
 func (s *Store) String() string {
 	return fmt.Sprintf("storage.Store(%s)", filepath.Base(filepath.Dir(s.path)))
+}
+
+// loadTail rebuilds the in-memory tail of the index from the records above
+// the merged mark: the newest documents, at most MergeEvery of them unless
+// the store was closed while a merge was due.
+func (s *Store) loadTail() error {
+	const op = "storage.Open"
+	err := s.db.View(func(tx *bolt.Tx) error {
+		merged := getU64(tx.Bucket(bucketMeta), metaMerged)
+		tl := newTail(merged)
+		var change tailChange
+		c := tx.Bucket(bucketDocs).Cursor()
+		for k, v := c.Seek(u64(merged + 1)); k != nil; k, v = c.Next() {
+			plain, err := s.seal.open(bucketDocs, k, v)
+			if err != nil {
+				return err
+			}
+			r, err := unmarshalRecord(plain)
+			if err != nil {
+				return err
+			}
+			entries, length := s.entries(&r)
+			change.adds = append(change.adds, tailDoc{doc: binary.BigEndian.Uint64(k), entries: entries, length: length})
+		}
+		tl.apply(&change)
+		s.tail.Store(tl)
+		return nil
+	})
+	return memgate.Wrap(op, err)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -37,7 +38,7 @@ func openTest(t testing.TB, opts ...func(*Options)) *Store {
 // checkFile runs bbolt's own consistency check on a closed store file.
 func checkFile(t testing.TB, path string) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Errorf("reopen for check: %v", err)
 		return

@@ -51,7 +51,7 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 		origin, createdAt := doc, now
 		if oldDoc != 0 {
 			origin, createdAt = old.origin, old.created
-			if err := t.remove(&old, oldDoc); err != nil {
+			if err := t.remove(&old, oldDoc, doc); err != nil {
 				return err
 			}
 		}
@@ -96,7 +96,11 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 		if err := checkVersion(ifVersion, oldDoc); err != nil {
 			return err
 		}
-		return t.remove(&old, oldDoc)
+		stamp, err := t.docs.NextSequence()
+		if err != nil {
+			return err
+		}
+		return t.remove(&old, oldDoc, stamp)
 	})
 	return memgate.Wrap(op, err)
 }
@@ -118,6 +122,8 @@ func checkVersion(want *int64, current uint64) error {
 // txn bundles the buckets of one transaction.
 type txn struct {
 	s        *Store
+	merged   uint64 // the merged mark: documents above it live in the tail
+	change   tailChange
 	docs     *bolt.Bucket
 	ids      *bolt.Bucket
 	created  *bolt.Bucket
@@ -134,6 +140,7 @@ func (s *Store) txn(tx *bolt.Tx) *txn {
 		meta:    tx.Bucket(bucketMeta),
 	}
 	t.postings = postingsWriter{b: tx.Bucket(bucketPostings), seal: s.seal}
+	t.merged = getU64(t.meta, metaMerged)
 	if tx.Writable() {
 		// Document numbers and creation keys only grow: pack their pages.
 		t.docs.FillPercent = 0.95
@@ -195,19 +202,26 @@ func (t *txn) insert(r *record, doc uint64) error {
 		return err
 	}
 	entries, length := s.entries(r)
-	for _, e := range entries {
-		t.postings.add(e.term, posting{doc: doc, tf: e.tf, docLen: uint32(length)})
-	}
+	t.change.adds = append(t.change.adds, tailDoc{doc: doc, entries: entries, length: length})
 	return t.count(1, len(r.text), length)
 }
 
 // remove takes document doc (holding r) out of the store and the index.
-func (t *txn) remove(r *record, doc uint64) error {
+// stamp is a sequence number taken by this transaction: readers whose
+// snapshot is older still see the document in the tail.
+func (t *txn) remove(r *record, doc, stamp uint64) error {
 	s := t.s
 	entries, length := s.entries(r)
-	for _, e := range entries {
-		if err := t.postings.remove(e.term, doc); err != nil {
-			return err
+	switch {
+	case doc > t.merged:
+		if !t.change.dropAdd(doc) {
+			t.change.deaths = append(t.change.deaths, [2]uint64{doc, stamp})
+		}
+	default:
+		for _, e := range entries {
+			if err := t.postings.remove(e.term, doc); err != nil {
+				return err
+			}
 		}
 	}
 	if err := t.docs.Delete(u64(doc)); err != nil {
