@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memgate/memgate"
@@ -92,4 +93,22 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkPutConcurrent is 64 writers sharing group commits, durably.
+func BenchmarkPutConcurrent(b *testing.B) {
+	s, texts := benchStore(b, 10000, true)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, _, err := s.Put(ctx, memgate.Write{Text: texts[int(i)%len(texts)]}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

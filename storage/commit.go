@@ -136,6 +136,9 @@ func (c *committer) update(fn func(*txn) error) error {
 		if err := fn(t); err != nil {
 			return err
 		}
+		if err := t.flushCounts(); err != nil {
+			return err
+		}
 		if !t.change.empty() {
 			tl.apply(&t.change)
 			applied = &t.change

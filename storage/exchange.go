@@ -203,6 +203,7 @@ func lineError(line int, err error) error {
 
 type importItem struct {
 	w                memgate.Write
+	p                prepared
 	created, updated int64 // 0: now
 	line             int
 }
@@ -285,6 +286,9 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			}
 			batch[i].w.ID = id
 		}
+		if batch[i].p, err = s.prepare(batch[i].w); err != nil {
+			return 0, 0, err
+		}
 	}
 	err = s.write.do(func(t *txn) error {
 		imported, skipped = 0, 0
@@ -325,11 +329,9 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 					return err
 				}
 			}
-			rec, err := newRecord(item.w, origin, created, updated)
-			if err != nil {
-				return err
-			}
-			if err := t.insert(&rec, doc); err != nil {
+			rec := item.p.rec
+			rec.origin, rec.created, rec.updated = origin, created, updated
+			if err := t.insert(&rec, doc, item.p.entries, item.p.length); err != nil {
 				return err
 			}
 			imported++

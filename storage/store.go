@@ -59,7 +59,7 @@ type Options struct {
 	// Now returns the time of a write; nil means time.Now.
 	Now func() time.Time
 	// MergeEvery is how many documents the in-memory tail of the index
-	// gathers before it is merged into the postings on disk; 0 means 2048.
+	// gathers before it is merged into the postings on disk; 0 means 4096.
 	MergeEvery int
 }
 
@@ -89,7 +89,7 @@ func Open(path string, opts Options) (*Store, error) {
 		opts.MaxTextBytes = memgate.DefaultMaxTextBytes
 	}
 	if opts.MergeEvery <= 0 {
-		opts.MergeEvery = 2048
+		opts.MergeEvery = 4096
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 100 * time.Millisecond

@@ -28,8 +28,13 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 			return memgate.Memory{}, false, err
 		}
 	}
+	p, err := s.prepare(w)
+	if err != nil {
+		return memgate.Memory{}, false, memgate.AsError(op, err)
+	}
 	var (
-		mem     memgate.Memory
+		rec     record
+		doc     uint64
 		created bool
 	)
 	err = s.write.do(func(t *txn) error {
@@ -44,32 +49,46 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 			return err
 		}
 		now := s.now().UnixNano()
-		doc, err := t.docs.NextSequence()
-		if err != nil {
+		if doc, err = t.docs.NextSequence(); err != nil {
 			return err
 		}
-		origin, createdAt := doc, now
+		rec = p.rec
+		rec.origin, rec.created, rec.updated = doc, now, now
 		if oldDoc != 0 {
-			origin, createdAt = old.origin, old.created
+			rec.origin, rec.created = old.origin, old.created
 			if err := t.remove(&old, oldDoc, doc); err != nil {
 				return err
 			}
 		}
-		rec, err := newRecord(w, origin, createdAt, now)
-		if err != nil {
-			return err
-		}
-		if err := t.insert(&rec, doc); err != nil {
-			return err
-		}
-		mem, err = rec.memory(doc)
 		created = oldDoc == 0
-		return err
+		return t.insert(&rec, doc, p.entries, p.length)
 	})
 	if err != nil {
 		return memgate.Memory{}, false, memgate.AsError(op, err)
 	}
+	mem, err := rec.memory(doc)
+	if err != nil {
+		return memgate.Memory{}, false, memgate.Internal(op, err)
+	}
 	return mem, created, nil
+}
+
+// prepared is a write's record and index entries, made before the write
+// joins the committer so that the analysis runs on the writer's goroutine,
+// in parallel with other writers, not inside the shared commit.
+type prepared struct {
+	rec     record // origin and times are set in the transaction
+	entries []indexEntry
+	length  int
+}
+
+func (s *Store) prepare(w memgate.Write) (prepared, error) {
+	rec, err := newRecord(w, 0, 0, 0)
+	if err != nil {
+		return prepared{}, err
+	}
+	entries, length := s.entries(&rec)
+	return prepared{rec: rec, entries: entries, length: length}, nil
 }
 
 // Delete forgets one memory. With ifVersion set it forgets it only if its
@@ -124,6 +143,7 @@ type txn struct {
 	s        *Store
 	merged   uint64 // the merged mark: documents above it live in the tail
 	change   tailChange
+	counts   [3]int64 // memories, text bytes, terms: see count
 	docs     *bolt.Bucket
 	ids      *bolt.Bucket
 	created  *bolt.Bucket
@@ -186,8 +206,9 @@ func createdKey(r *record) []byte {
 	return k
 }
 
-// insert writes r as document doc, with its postings and counters.
-func (t *txn) insert(r *record, doc uint64) error {
+// insert writes r as document doc, with its index entries (from
+// Store.entries) and counters.
+func (t *txn) insert(r *record, doc uint64, entries []indexEntry, length int) error {
 	s := t.s
 	key := u64(doc)
 	if err := t.docs.Put(key, s.seal.seal(bucketDocs, key, r.marshal(make([]byte, 0, r.size())))); err != nil {
@@ -201,7 +222,6 @@ func (t *txn) insert(r *record, doc uint64) error {
 	if err := t.created.Put(ck, s.seal.seal(bucketCreated, ck, u64(doc))); err != nil {
 		return err
 	}
-	entries, length := s.entries(r)
 	t.change.adds = append(t.change.adds, tailDoc{doc: doc, entries: entries, length: length})
 	return t.count(1, len(r.text), length)
 }
@@ -236,14 +256,25 @@ func (t *txn) remove(r *record, doc, stamp uint64) error {
 	return t.count(-1, -len(r.text), -length)
 }
 
+// count gathers changes to the store's counters; flushCounts writes them
+// once per transaction.
 func (t *txn) count(n, bytes, length int) error {
-	if err := addU64(t.meta, metaCount, int64(n)); err != nil {
-		return err
+	t.counts[0] += int64(n)
+	t.counts[1] += int64(bytes)
+	t.counts[2] += int64(length)
+	return nil
+}
+
+func (t *txn) flushCounts() error {
+	for i, key := range [][]byte{metaCount, metaBytes, metaTotalLen} {
+		if t.counts[i] != 0 {
+			if err := addU64(t.meta, key, t.counts[i]); err != nil {
+				return err
+			}
+		}
 	}
-	if err := addU64(t.meta, metaBytes, int64(bytes)); err != nil {
-		return err
-	}
-	return addU64(t.meta, metaTotalLen, int64(length))
+	t.counts = [3]int64{}
+	return nil
 }
 
 func newID() (string, error) {

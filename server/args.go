@@ -1,0 +1,255 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/memgate/memgate"
+)
+
+// args holds one call's arguments, split into top-level fields but not yet
+// decoded further. Each accessor decodes one field strictly and names it in
+// the error it returns. A field that is present with the value null counts
+// as absent: several hosts send null for an optional argument they leave out.
+type args map[string]json.RawMessage
+
+// errNotObject answers tools/call arguments that are not a JSON object: the
+// request itself is malformed, so it is a protocol error, not a tool error.
+var errNotObject = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	Message: "invalid params: tools/call arguments must be a JSON object"}
+
+// decodeArgs splits raw into its fields. Arguments that are missing or null
+// are an empty object; any other value that is not an object is errNotObject.
+// A field outside allowed, or given twice, is invalid_argument.
+func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return args{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errNotObject
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return nil, errNotObject
+	}
+	a := args{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errNotObject
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotObject
+		}
+		if !contains(allowed, key) {
+			return nil, memgate.Invalid(fieldName(key), "unknown argument; this tool takes only the arguments its input schema lists")
+		}
+		if _, dup := a[key]; dup {
+			return nil, memgate.Invalid(key, "%s is given more than once", key)
+		}
+		a[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errNotObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotObject
+	}
+	return a, nil
+}
+
+// fieldName returns an unknown argument's name for details.field when it is
+// short and plain, and "arguments" otherwise, so the error never carries an
+// arbitrary value a caller sent as a key.
+func fieldName(key string) string {
+	if key == "" || len(key) > 64 {
+		return "arguments"
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return "arguments"
+		}
+	}
+	return key
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// value returns the raw value of field name, and false when it is absent or
+// null.
+func (a args) value(name string) (json.RawMessage, bool) {
+	v, ok := a[name]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+// str returns the string field name.
+func (a args) str(name string) (string, bool, error) {
+	v, ok := a.value(name)
+	if !ok {
+		return "", false, nil
+	}
+	if v[0] != '"' {
+		return "", false, memgate.Invalid(name, "%s must be a string", name)
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false, memgate.Invalid(name, "%s must be a string", name)
+	}
+	return s, true, nil
+}
+
+// boolean returns the boolean field name.
+func (a args) boolean(name string) (bool, bool, error) {
+	v, ok := a.value(name)
+	if !ok {
+		return false, false, nil
+	}
+	switch string(v) {
+	case "true":
+		return true, true, nil
+	case "false":
+		return false, true, nil
+	}
+	return false, false, memgate.Invalid(name, "%s must be true or false", name)
+}
+
+// integer returns the integer field name, which must lie in [min, max]. A
+// number with a zero fraction (10.0, 1e1) is an integer, as JSON Schema has
+// it; digits are read exactly, so no large value is rounded into range.
+func (a args) integer(name string, min, max int64) (int64, bool, error) {
+	v, ok := a.value(name)
+	if !ok {
+		return 0, false, nil
+	}
+	if c := v[0]; c != '-' && (c < '0' || c > '9') {
+		return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+	}
+	outOfRange := memgate.Invalid(name, "%s must be an integer from %d to %d", name, min, max)
+	s := string(v)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, false, outOfRange
+		}
+		f, ferr := strconv.ParseFloat(s, 64)
+		switch {
+		case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
+			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+		case math.IsInf(f, 0) || math.Abs(f) >= 1<<63:
+			return 0, false, outOfRange
+		case f != math.Trunc(f):
+			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+		}
+		n = int64(f)
+	}
+	if n < min || n > max {
+		return 0, false, outOfRange
+	}
+	return n, true, nil
+}
+
+// strings returns the array-of-strings field name, which may hold at most
+// maxItems items.
+func (a args) strings(name string, maxItems int) ([]string, bool, error) {
+	v, ok := a.value(name)
+	if !ok {
+		return nil, false, nil
+	}
+	notList := memgate.Invalid(name, "%s must be an array of strings", name)
+	if v[0] != '[' {
+		return nil, false, notList
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, false, notList
+	}
+	if len(items) > maxItems {
+		return nil, false, memgate.Invalid(name, "%s may hold at most %d items", name, maxItems)
+	}
+	out := make([]string, len(items))
+	for i, item := range items {
+		if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &out[i]) != nil {
+			return nil, false, notList
+		}
+	}
+	return out, true, nil
+}
+
+// flatObject returns the object field name, whose values must be strings,
+// numbers, booleans or null, and whose keys must not repeat. Numbers become
+// float64, as memgate stores them.
+func (a args) flatObject(name string) (map[string]any, bool, error) {
+	v, ok := a.value(name)
+	if !ok {
+		return nil, false, nil
+	}
+	notObject := memgate.Invalid(name, "%s must be an object", name)
+	notFlat := memgate.Invalid(name, "%s values must be a string, a number, a boolean or null", name)
+	if v[0] != '{' {
+		return nil, false, notObject
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return nil, false, notObject
+	}
+	out := map[string]any{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false, notObject
+		}
+		key, _ := tok.(string)
+		if _, dup := out[key]; dup {
+			return nil, false, memgate.Invalid(name, "%s has a key more than once", name)
+		}
+		val, err := dec.Token()
+		if err != nil {
+			return nil, false, notObject
+		}
+		switch x := val.(type) {
+		case json.Delim:
+			return nil, false, notFlat
+		case string:
+			if !utf8.ValidString(x) {
+				return nil, false, notFlat
+			}
+			out[key] = x
+		case json.Number:
+			f, err := x.Float64()
+			if err != nil {
+				return nil, false, notFlat
+			}
+			out[key] = f
+		default: // bool or nil
+			out[key] = x
+		}
+	}
+	out, err := memgate.NormalizeMetadata(name, out)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}

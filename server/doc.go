@@ -1,0 +1,39 @@
+// Package server is memgate's MCP surface: the seven memory tools with their
+// schemas, argument validation and error envelope, the memory and stats
+// resources, the three prompts, and the stdio runner, all on the official Go
+// MCP SDK. The HTTP gateway mounts the same *mcp.Server (see Server.MCP).
+//
+// # Calls
+//
+// Every tool is registered with the SDK's raw Server.AddTool, not the typed
+// mcp.AddTool: the typed path validates arguments itself and answers a bad
+// one with plain text, without memgate's envelope or details.field. Here each
+// handler decodes its raw JSON arguments strictly (unknown and repeated
+// fields, wrong types, every bound of the input schema) and turns every
+// failure into a tool result with isError set and
+//
+//	structuredContent = {"error": {"code", "message", "details"}}
+//
+// and the same JSON as text, so a model can read it and correct itself. The
+// output schemas admit that envelope beside each success shape, because hosts
+// built on the TypeScript SDK validate error results against them too.
+//
+// A call resolves its namespace (Options.Resolve, from the principal in the
+// context and the optional namespace argument), leases that namespace's store
+// for its whole duration (Options.Lease), and releases it when done.
+//
+// Protocol errors (-32602) are kept for what is not a tool's business: an
+// unknown or disabled tool, arguments that are not a JSON object, an unknown
+// resource or prompt, bad prompt arguments. The SDK produces most of them;
+// see errors.go.
+//
+// # Privacy
+//
+// Logs hold tool names, namespaces, durations and error codes; never memory
+// text, titles, queries, ids, arguments or tokens. Error messages returned to
+// clients never echo a value either: they name the field at fault.
+//
+// This package imports memgate and the MCP SDK only. It must never import
+// storage, tenants, auth or cmd: it declares the small interfaces it consumes
+// (Store, Lease, Resolve) and cmd/memgate wires the implementations in.
+package server

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
+)
+
+// envelope is the structured content of a failed tool call.
+type envelope struct {
+	Error wireError `json:"error"`
+}
+
+type wireError struct {
+	Code    memgate.Code   `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// wire returns what a client may see of e: an internal error keeps its code
+// and the fixed message, nothing else.
+func wire(e *memgate.Error) wireError {
+	if e.Code == memgate.CodeInternal || e.Code == "" {
+		return wireError{Code: memgate.CodeInternal, Message: memgate.InternalMessage}
+	}
+	return wireError{Code: e.Code, Message: e.Message, Details: e.Details}
+}
+
+// errorResult is the one place a memgate error becomes a tool result:
+// isError, the envelope as structured content and the same JSON as text.
+func errorResult(e *memgate.Error) *mcp.CallToolResult {
+	b := marshal(envelope{Error: wire(e)})
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: json.RawMessage(b),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+	}
+}
+
+// successResult returns a tool result whose structured content is v and
+// whose first content is the same JSON as text.
+func successResult(v any) *mcp.CallToolResult {
+	b := marshal(v)
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(b),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+	}
+}
+
+// marshal encodes v without escaping <, > and &, so a memory's text reads
+// the same in the JSON text content as in the memory. Everything marshalled
+// here is made of plain values that always encode.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("server: marshal: " + err.Error())
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// rpcError is the one place a memgate error becomes a JSON-RPC error, for
+// the requests that have no tool result to carry it (resources and prompts).
+// Bad arguments and missing memories are -32602; everything else is -32603.
+// The memgate code and details travel in data.
+func rpcError(e *memgate.Error) *jsonrpc.Error {
+	w := wire(e)
+	code := int64(jsonrpc.CodeInternalError)
+	if w.Code == memgate.CodeInvalidArgument || w.Code == memgate.CodeNotFound {
+		code = jsonrpc.CodeInvalidParams
+	}
+	return &jsonrpc.Error{Code: code, Message: w.Message, Data: marshal(w)}
+}
+
+// invalidParams is a -32602 protocol error with a fixed, value-free message.
+func invalidParams(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}

@@ -1,0 +1,298 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/memgate/memgate"
+)
+
+// Bounds the specification leaves to the server. They are stated in the
+// input schemas like every other bound.
+const (
+	// maxCursorBytes bounds a cursor argument; real cursors are far shorter.
+	maxCursorBytes = 512
+	// MaxExportLimit and DefaultExportLimit bound one page of the export tool.
+	MaxExportLimit     = 1000
+	DefaultExportLimit = 100
+	// maxVersion is the largest version a client can send: the largest
+	// integer a JSON number carries exactly in every client language.
+	maxVersion = 1<<53 - 1
+)
+
+// Patterns of the input schemas. Each says what the validation in args.go
+// and memgate checks, in the syntax Go, ECMAScript (with the u flag, Ajv's
+// default) and JSON Schema share.
+const (
+	noControlPattern   = `^[^\x00-\x1F\x7F-\x9F]*$`
+	tagPattern         = `^[\p{L}\p{Nd}_.:/-]+$`
+	metadataKeyPattern = `^[A-Za-z0-9_.-]{1,64}$`
+	namespacePattern   = `^[a-z0-9_-]{1,64}$`
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func falseSchema() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
+
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// object returns an object schema with properties in the given order.
+// Names in required must be among them.
+func object(desc string, required []string, props ...prop) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Description: desc, Properties: map[string]*jsonschema.Schema{},
+		Required: required}
+	for _, p := range props {
+		s.Properties[p.name] = p.schema
+		s.PropertyOrder = append(s.PropertyOrder, p.name)
+	}
+	return s
+}
+
+type prop struct {
+	name   string
+	schema *jsonschema.Schema
+}
+
+// input returns a tool's input schema: no arguments beyond props.
+func input(required []string, props ...prop) *jsonschema.Schema {
+	s := object("", required, props...)
+	s.AdditionalProperties = falseSchema()
+	return s
+}
+
+func idSchema(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc,
+		MinLength: ptr(1), MaxLength: ptr(memgate.MaxIDBytes), Pattern: noControlPattern}
+}
+
+func tagsSchema(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "array", Description: desc, MaxItems: ptr(memgate.MaxTags),
+		Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTagChars),
+			Pattern: tagPattern}}
+}
+
+func flatValues() *jsonschema.Schema {
+	return &jsonschema.Schema{Types: []string{"string", "number", "boolean", "null"}}
+}
+
+func flatObjectSchema(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Description: desc, MaxProperties: ptr(memgate.MaxMetadataKeys),
+		PropertyNames:        &jsonschema.Schema{Pattern: metadataKeyPattern},
+		AdditionalProperties: flatValues()}
+}
+
+func limitSchema(desc string, max, def int) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "integer", Description: desc, Minimum: ptr(1.0), Maximum: ptr(float64(max)),
+		Default: rawJSON(def)}
+}
+
+func cursorSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", MaxLength: ptr(maxCursorBytes),
+		Description: "next_cursor of the previous page; leave it out for the first page."}
+}
+
+func namespaceProp() prop {
+	return prop{"namespace", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxNamespaceLen),
+		Pattern:     namespacePattern,
+		Description: "Namespace (store) to use instead of this server's own: 1–64 characters of a-z, 0-9, _ and -."}}
+}
+
+// Input schemas, one per tool. namespaced adds the namespace argument.
+
+func (s *Server) rememberInput() *jsonschema.Schema {
+	return s.withNamespace(input([]string{"text"},
+		prop{"text", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
+			Description: fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
+				"Split longer text into several memories.", s.maxText)}},
+		prop{"id", idSchema("Id of the memory: 1–256 bytes, no control characters. Leave it out to create a new " +
+			"memory with a fresh id; give an existing id to replace that memory.")},
+		prop{"title", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTitleChars),
+			Pattern: noControlPattern, Description: "Short title, 1–256 characters."}},
+		prop{"tags", tagsSchema("Up to 32 tags, each 1–64 letters, digits or _ - . : /. Duplicates are dropped.")},
+		prop{"metadata", flatObjectSchema("Up to 32 keys ([A-Za-z0-9_.-]{1,64}) with string, number, boolean or " +
+			"null values; at most 8192 bytes as JSON.")},
+		prop{"if_version", &jsonschema.Schema{Type: "integer", Minimum: ptr(0.0), Maximum: ptr(float64(maxVersion)),
+			Description: "Write only if the memory's current version is this one (0: only if the id is not " +
+				"taken yet); otherwise fail with version_conflict."}},
+		prop{"allow_empty", &jsonschema.Schema{Type: "boolean", Default: rawJSON(false),
+			Description: "Store empty or white-space-only text instead of refusing it."}},
+	))
+}
+
+func (s *Server) getInput() *jsonschema.Schema {
+	return s.withNamespace(input([]string{"id"}, prop{"id", idSchema("Id of the memory.")}))
+}
+
+func (s *Server) searchInput() *jsonschema.Schema {
+	return s.withNamespace(input(nil,
+		prop{"query", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
+			Description: "Words to look for in titles and texts (ranked with BM25)."}},
+		prop{"tags", tagsSchema("Only memories with these tags (see tags_mode).")},
+		prop{"tags_mode", &jsonschema.Schema{Type: "string", Enum: []any{memgate.TagsAll, memgate.TagsAny},
+			Default: rawJSON(memgate.TagsAll), Description: "all: every tag must be present; any: one is enough."}},
+		prop{"filter", flatObjectSchema("Only memories whose metadata has each of these key/value pairs.")},
+		prop{"limit", limitSchema("Most hits to return.", memgate.MaxSearchLimit, memgate.DefaultSearchLimit)},
+		prop{"budget", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(memgate.MaxBudget)),
+			Description: "Stop adding hits once their texts would pass this many tokens (about 4 bytes each)."}},
+	))
+}
+
+func (s *Server) listInput() *jsonschema.Schema {
+	return s.withNamespace(input(nil,
+		prop{"cursor", cursorSchema()},
+		prop{"limit", limitSchema("Most memories on this page.", memgate.MaxListLimit, memgate.DefaultListLimit)},
+		prop{"tags", tagsSchema("Only memories with all of these tags.")},
+		prop{"filter", flatObjectSchema("Only memories whose metadata has each of these key/value pairs.")},
+		prop{"order", &jsonschema.Schema{Type: "string",
+			Enum:    []any{memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc, memgate.OrderCreatedDesc},
+			Default: rawJSON(memgate.OrderUpdatedDesc), Description: "Order of the listing."}},
+	))
+}
+
+func (s *Server) forgetInput() *jsonschema.Schema {
+	return s.withNamespace(input([]string{"id"},
+		prop{"id", idSchema("Id of the memory to forget.")},
+		prop{"if_version", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(maxVersion)),
+			Description: "Forget only if the memory's current version is this one; otherwise fail with " +
+				"version_conflict."}},
+	))
+}
+
+func (s *Server) statsInput() *jsonschema.Schema { return s.withNamespace(input(nil)) }
+
+func (s *Server) exportInput() *jsonschema.Schema {
+	return s.withNamespace(input(nil,
+		prop{"cursor", cursorSchema()},
+		prop{"limit", limitSchema("Most memories on this page.", MaxExportLimit, DefaultExportLimit)},
+	))
+}
+
+func (s *Server) withNamespace(in *jsonschema.Schema) *jsonschema.Schema {
+	if s.opts.NamespaceArg {
+		p := namespaceProp()
+		in.Properties[p.name] = p.schema
+		in.PropertyOrder = append(in.PropertyOrder, p.name)
+	}
+	return in
+}
+
+// Output schemas. Each admits its success shape or the error envelope.
+
+func output(success *jsonschema.Schema) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{success, errorEnvelopeSchema()}}
+}
+
+func errorEnvelopeSchema() *jsonschema.Schema {
+	codes := make([]any, len(memgate.Codes))
+	for i, c := range memgate.Codes {
+		codes[i] = string(c)
+	}
+	return object("The call failed; error.code says why.", []string{"error"},
+		prop{"error", object("", []string{"code", "message"},
+			prop{"code", &jsonschema.Schema{Type: "string", Enum: codes}},
+			prop{"message", &jsonschema.Schema{Type: "string"}},
+			prop{"details", &jsonschema.Schema{Type: "object",
+				Description: "Hints such as the field at fault (field), the kind of secret (kind) or " +
+					"the current version (current_version)."}},
+		)})
+}
+
+func memoryProps() []prop {
+	str := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "string"} }
+	integer := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "integer"} }
+	when := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Format: "date-time"} }
+	return []prop{
+		{"id", str()},
+		{"text", str()},
+		{"bytes", integer()},
+		{"title", str()},
+		{"tags", &jsonschema.Schema{Type: "array", Items: str()}},
+		{"metadata", &jsonschema.Schema{Type: "object", AdditionalProperties: flatValues()}},
+		{"created_at", when()},
+		{"updated_at", when()},
+		{"version", integer()},
+	}
+}
+
+var memoryRequired = []string{"id", "text", "bytes", "tags", "metadata", "created_at", "updated_at", "version"}
+
+func memorySchema() *jsonschema.Schema { return object("", memoryRequired, memoryProps()...) }
+
+func hitSchema() *jsonschema.Schema {
+	num := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "number"} }
+	props := append(memoryProps(),
+		prop{"score", num()}, prop{"lexical_score", num()}, prop{"semantic_score", num()})
+	return object("", slices.Concat(memoryRequired, []string{"score", "lexical_score"}), props...)
+}
+
+func receiptSchema() *jsonschema.Schema {
+	str := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "string"} }
+	return object("", []string{"retrieval_mode"},
+		prop{"retrieval_mode", &jsonschema.Schema{Type: "string",
+			Enum: []any{memgate.RetrievalLexical, memgate.RetrievalHybrid}}},
+		prop{"embedding_model", str()},
+		prop{"embedding_version", str()},
+		prop{"semantic_fallback", str()},
+		prop{"candidates", &jsonschema.Schema{Type: "integer"}},
+		prop{"truncated", &jsonschema.Schema{Type: "boolean"}},
+	)
+}
+
+func rememberOutput() *jsonschema.Schema {
+	return output(object("", []string{"memory", "created"},
+		prop{"memory", memorySchema()}, prop{"created", &jsonschema.Schema{Type: "boolean"}}))
+}
+
+func getOutput() *jsonschema.Schema {
+	return output(object("", []string{"memory"}, prop{"memory", memorySchema()}))
+}
+
+func searchOutput() *jsonschema.Schema {
+	return output(object("", []string{"hits", "receipt"},
+		prop{"hits", &jsonschema.Schema{Type: "array", Items: hitSchema()}},
+		prop{"receipt", receiptSchema()}))
+}
+
+func listOutput() *jsonschema.Schema {
+	return output(object("", []string{"memories"},
+		prop{"memories", &jsonschema.Schema{Type: "array", Items: memorySchema()}},
+		prop{"next_cursor", &jsonschema.Schema{Type: "string"}}))
+}
+
+func forgetOutput() *jsonschema.Schema {
+	return output(object("", []string{"id", "forgotten"},
+		prop{"id", &jsonschema.Schema{Type: "string"}},
+		prop{"forgotten", &jsonschema.Schema{Type: "boolean", Enum: []any{true}}}))
+}
+
+func statsOutput() *jsonschema.Schema {
+	integer := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "integer"} }
+	var limits []prop
+	for _, name := range limitNames {
+		limits = append(limits, prop{name, integer()})
+	}
+	return output(object("", []string{"namespace", "count", "bytes", "store_bytes", "recall", "write_mode", "limits"},
+		prop{"namespace", &jsonschema.Schema{Type: "string"}},
+		prop{"count", integer()},
+		prop{"bytes", integer()},
+		prop{"store_bytes", integer()},
+		prop{"recall", &jsonschema.Schema{Type: "string"}},
+		prop{"write_mode", &jsonschema.Schema{Type: "string", Enum: []any{WriteFull, WriteReadOnly, WriteCandidate}}},
+		prop{"limits", object("", limitNames, limits...)},
+	))
+}
+
+func exportOutput() *jsonschema.Schema {
+	return output(object("", []string{"count"},
+		prop{"count", &jsonschema.Schema{Type: "integer"}},
+		prop{"next_cursor", &jsonschema.Schema{Type: "string"}}))
+}

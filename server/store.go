@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"io"
+
+	"github.com/memgate/memgate"
+)
+
+// Reader reads one namespace's memories.
+type Reader interface {
+	Get(ctx context.Context, id string) (memgate.Memory, error)
+	List(ctx context.Context, q memgate.ListQuery) (memgate.Page, error)
+	Search(ctx context.Context, q memgate.Query) (memgate.Result, error)
+	Stats(ctx context.Context) (memgate.StoreStats, error)
+}
+
+// Writer changes one namespace's memories. Put returns the memory as stored
+// and whether it was created.
+type Writer interface {
+	Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error)
+	Delete(ctx context.Context, id string, ifVersion *int64) error
+}
+
+// Exporter writes up to limit memories as JSON Lines, starting after cursor,
+// and returns how many it wrote and the cursor of the next page ("" at the
+// end).
+type Exporter interface {
+	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
+}
+
+// Store is everything the tools need from one namespace's store. Its errors
+// should be *memgate.Error; any other error reaches the client as internal.
+type Store interface {
+	Reader
+	Writer
+	Exporter
+}
+
+// Lease returns the store of namespace ns and a release function that the
+// server calls exactly once, when the request that leased it ends.
+type Lease func(ctx context.Context, ns memgate.Namespace) (Store, func(), error)
+
+// LeaseOf adapts a lease function that returns a concrete store type, such as
+// (*tenants.Pool).Lease, to a Lease. A failed lease never yields a non-nil
+// interface holding a nil store.
+func LeaseOf[S Store](lease func(context.Context, memgate.Namespace) (S, func(), error)) Lease {
+	return func(ctx context.Context, ns memgate.Namespace) (Store, func(), error) {
+		s, release, err := lease(ctx, ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, release, nil
+	}
+}
+
+// Resolve returns the namespace of a call by principal p (nil when the
+// transport authenticates nobody) with namespace argument arg ("" when the
+// call has none).
+type Resolve func(p *memgate.Principal, arg string) (memgate.Namespace, error)
+
+// fixedNamespace is the Resolve of a server configured without one: always
+// memgate.DefaultNamespace, or the argument when there is one.
+func fixedNamespace(_ *memgate.Principal, arg string) (memgate.Namespace, error) {
+	if arg == "" {
+		return memgate.DefaultNamespace, nil
+	}
+	return memgate.ParseNamespace("namespace", arg)
+}
