@@ -32,6 +32,9 @@ type committer struct {
 	done chan struct{}
 
 	closed bool
+	// unmerged is set while a merge has failed part way: until one
+	// succeeds, no write may run (see mergeOrRefuse).
+	unmerged bool
 }
 
 type writeOp struct {
@@ -95,9 +98,19 @@ func (c *committer) loop() {
 	}
 }
 
+// errUnmerged refuses writes while the index cannot be merged.
+var errUnmerged = &memgate.Error{Code: memgate.CodeUnavailable,
+	Message: "the store's index cannot be updated right now; writes are refused until it can"}
+
 // commit runs group in one transaction and returns each write's error.
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
+	if c.unmerged && !c.merge() {
+		for i := range errs {
+			errs[i] = errUnmerged
+		}
+		return errs
+	}
 	err := c.update(func(t *txn) error {
 		for i, op := range group {
 			errs[i] = op.fn(t)
@@ -118,12 +131,23 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 		}
 	}
 	if c.s.tail.Load().len() >= c.s.opts.MergeEvery {
-		if err := c.s.merge(); err != nil {
-			// The tail stays as it is and the next commit tries again.
-			c.log.Error("index merge failed", "op", "storage.merge", "error", err)
-		}
+		c.merge()
 	}
 	return errs
+}
+
+// merge merges the tail and reports whether it succeeded. A merge that
+// failed part way leaves some of the tail's postings on disk; readers cope
+// (view.list), but a write could remove a tail document whose postings are
+// on disk and leave them behind, so writes wait until a merge succeeds.
+func (c *committer) merge() bool {
+	if err := c.s.merge(); err != nil {
+		c.log.Error("index merge failed", "op", "storage.merge", "error", err)
+		c.unmerged = true
+		return false
+	}
+	c.unmerged = false
+	return true
 }
 
 // update runs fn in one write transaction. The transaction's change to the

@@ -6,10 +6,25 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// mergeSlice is how many terms one merge transaction appends. A merge in
+// slices keeps the file small: the pages a slice replaces are free again for
+// the next one, so the file never needs room for two copies of the index.
+var mergeSlice = 2048
+
+// mergeFault, when set by a test, fails the merge before slice n.
+var mergeFault func(n int) error
+
 // merge moves the tail's live postings into the postings bucket, one chunk
 // append per term, raises the merged mark to the current sequence, and
 // starts an empty tail. Only the committer calls it, between groups, so no
 // write runs meanwhile; readers go on (see tail).
+//
+// The merge runs in slices of mergeSlice terms, one transaction each. Until
+// the last one commits, the merged mark stays where it was and readers use
+// the old tail; a term already merged has its tail postings on disk too, and
+// view.list reads each posting once. The first slice records the mark it is
+// merging to; if the process dies before the last, Open finishes the merge,
+// and appendTerm skips what is already on disk.
 func (s *Store) merge() error {
 	tl := s.tail.Load()
 	live := tl.snapshot()
@@ -19,18 +34,38 @@ func (s *Store) merge() error {
 	}
 	slices.Sort(terms) // key order: neighbouring terms share pages
 	var mark uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		t := s.txn(tx)
-		for _, k := range terms {
-			if err := t.postings.appendTerm([]byte(k), live[k]); err != nil {
+	for start := 0; start == 0 || start < len(terms); start += mergeSlice {
+		slice := terms[start:min(start+mergeSlice, len(terms))]
+		last := start+mergeSlice >= len(terms)
+		if mergeFault != nil {
+			if err := mergeFault(start / mergeSlice); err != nil {
 				return err
 			}
 		}
-		mark = t.docs.Sequence()
-		return t.meta.Put(metaMerged, u64(mark))
-	})
-	if err != nil {
-		return err
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			t := s.txn(tx)
+			if start == 0 {
+				mark = t.docs.Sequence()
+				if err := t.meta.Put(metaMerging, u64(mark)); err != nil {
+					return err
+				}
+			}
+			for _, k := range slice {
+				if err := t.postings.appendTerm([]byte(k), live[k]); err != nil {
+					return err
+				}
+			}
+			if !last {
+				return nil
+			}
+			if err := t.meta.Delete(metaMerging); err != nil {
+				return err
+			}
+			return t.meta.Put(metaMerged, u64(mark))
+		})
+		if err != nil {
+			return err
+		}
 	}
 	s.tail.Store(newTail(mark))
 	return nil

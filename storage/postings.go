@@ -125,6 +125,13 @@ func (w *postingsWriter) appendTerm(term []byte, ps []posting) error {
 		if !ok {
 			return errBadRecord
 		}
+		// After a merge that was cut short, some postings are there already.
+		for len(ps) > 0 && ps[0].doc <= last {
+			ps = ps[1:]
+		}
+		if len(ps) == 0 {
+			return nil
+		}
 		if room := chunkSize - count; room > 0 {
 			take := ps[:min(room, len(ps))]
 			ps = ps[len(take):]
@@ -238,11 +245,17 @@ func (s *Store) view(fn func(v *view) error) error {
 // list appends to dst every posting of term in this snapshot, by document:
 // the merged ones from disk, then the tail's.
 func (v *view) list(term []byte, dst []posting) ([]posting, error) {
+	n := len(dst)
 	dst, err := readPostings(v.postings, v.seal, term, dst)
 	if err != nil {
 		return dst, err
 	}
-	return v.tail.postings(term, v.seq, dst), nil
+	// While a merge runs, a term may be on disk and in the tail at once.
+	after := v.tail.base
+	if len(dst) > n {
+		after = max(after, dst[len(dst)-1].doc)
+	}
+	return v.tail.postings(term, v.seq, after, dst), nil
 }
 
 // docs appends the document numbers of term's list to dst, in order.

@@ -139,10 +139,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			doc := binary.BigEndian.Uint64(k)
 			if created {
 				plain, err := s.seal.open(bucketCreated, k, val)
-				if err != nil || len(plain) != 8 {
-					return errBadRecord
+				if doc, err = docRef(plain); err != nil {
+					return err
 				}
-				doc = binary.BigEndian.Uint64(plain)
 			}
 			if allowed != nil && !allowed.has(doc) {
 				continue

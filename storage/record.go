@@ -16,7 +16,8 @@ import (
 //	byte     recordFormat
 //	uvarint  origin (the document number of the memory's first write; with
 //	         created_at it keys the by_created bucket)
-//	varint   created_at, updated_at (Unix nanoseconds)
+//	varint   created_at (Unix nanoseconds)
+//	uvarint  updated_at − created_at (often 0: one byte)
 //	bytes    id, text, title
 //	uvarint  tag count, then bytes per tag
 //	bytes    metadata as canonical JSON ("" when empty)
@@ -62,7 +63,7 @@ func (r *record) marshal(dst []byte) []byte {
 	dst = append(dst, recordFormat)
 	dst = binary.AppendUvarint(dst, r.origin)
 	dst = binary.AppendVarint(dst, r.created)
-	dst = binary.AppendVarint(dst, r.updated)
+	dst = binary.AppendVarint(dst, r.updated-r.created)
 	dst = appendBytes(dst, r.id)
 	dst = appendBytes(dst, r.text)
 	dst = appendBytes(dst, r.title)
@@ -88,7 +89,7 @@ func unmarshalRecord(b []byte) (record, error) {
 	}
 	r.origin = d.uvarint()
 	r.created = d.varint()
-	r.updated = d.varint()
+	r.updated = r.created + d.varint()
 	r.id = d.string()
 	r.text = d.string()
 	r.title = d.string()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -336,4 +337,67 @@ func TestTailSurvivesReopen(t *testing.T) {
 // analyser keeps it whole.
 func letterWord(i int) string {
 	return fmt.Sprintf("zx%cq%cv", 'a'+i%26, 'a'+i/26)
+}
+
+// A merge cut short leaves the index readable and exact; writes wait for a
+// merge that succeeds, and a reopen finishes it.
+func TestMergeCutShort(t *testing.T) {
+	oldSlice := mergeSlice
+	mergeSlice = 3
+	t.Cleanup(func() { mergeSlice, mergeFault = oldSlice, nil })
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 19 {
+		put(t, s, memgate.Write{ID: fmt.Sprint(i), Text: "partial " + letterWord(i)})
+	}
+	mergeFault = func(n int) error {
+		if n == 2 {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	// The 20th write fills the tail; its merge fails after two slices.
+	put(t, s, memgate.Write{ID: "19", Text: "partial " + letterWord(19)})
+	check := func(want int) {
+		t.Helper()
+		res, err := s.Search(ctx, memgate.Query{Text: "partial", Limit: 100})
+		if err != nil || res.Receipt.Candidates != want {
+			t.Fatalf("candidates %d (%v), want %d", res.Receipt.Candidates, err, want)
+		}
+		for i := range want {
+			if res, _ := s.Search(ctx, memgate.Query{Text: letterWord(i)}); len(res.Hits) != 1 {
+				t.Fatalf("memory %d: %d hits", i, len(res.Hits))
+			}
+		}
+	}
+	check(20)
+	_, _, err = s.Put(ctx, memgate.Write{ID: "refused", Text: "x"})
+	wantCode(t, err, memgate.CodeUnavailable, "")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mergeFault = nil
+	if s, err = Open(path, Options{NoSync: true, MergeEvery: 20}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		checkFile(t, path)
+	}()
+	check(20)
+	if err := s.Delete(ctx, "3", nil); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, memgate.Write{ID: "20", Text: "partial more"})
+	res, _ := s.Search(ctx, memgate.Query{Text: "partial", Limit: 100})
+	if res.Receipt.Candidates != 20 {
+		t.Fatalf("after finishing the merge: %d candidates, want 20", res.Receipt.Candidates)
+	}
+	if res, _ := s.Search(ctx, memgate.Query{Text: letterWord(3)}); len(res.Hits) != 0 {
+		t.Fatal("a forgotten memory is still found")
+	}
 }

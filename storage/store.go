@@ -35,6 +35,7 @@ var (
 	metaBytes    = []byte("bytes")     // sum of their text bytes
 	metaTotalLen = []byte("total_len") // sum of their lengths in terms
 	metaMerged   = []byte("merged")    // documents up to this one are in postings
+	metaMerging  = []byte("merging")   // set while a merge runs in slices
 )
 
 // schemaVersion is the layout this code reads and writes.
@@ -120,12 +121,19 @@ func Open(path string, opts Options) (*Store, error) {
 	case err != nil:
 		return nil, memgate.Internal(op, err)
 	}
+	// bbolt grows a file past 16 MiB by 16 MiB at a time; smaller steps keep
+	// the file near its data at the price of a few more (rare) grows.
+	db.AllocSize = 1 << 20
 	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
 	if err := s.init(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	if err := s.loadTail(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.finishMerge(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -231,4 +239,18 @@ func (s *Store) loadTail() error {
 		return nil
 	})
 	return memgate.Wrap(op, err)
+}
+
+// finishMerge completes a merge the process did not finish.
+func (s *Store) finishMerge() error {
+	var unfinished bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		unfinished = tx.Bucket(bucketMeta).Get(metaMerging) != nil
+		return nil
+	})
+	if err == nil && unfinished {
+		s.log.Warn("finishing an index merge the last process left unfinished", "op", "storage.Open")
+		err = s.merge()
+	}
+	return memgate.Wrap("storage.Open", err)
 }

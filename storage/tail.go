@@ -98,11 +98,15 @@ func (t *tail) undo(c *tailChange) {
 	}
 }
 
-// postings appends to dst the postings of term visible at snapshot seq.
-func (t *tail) postings(term []byte, seq uint64, dst []posting) []posting {
+// postings appends to dst the postings of term visible at snapshot seq,
+// of documents above after.
+func (t *tail) postings(term []byte, seq, after uint64, dst []posting) []posting {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for _, p := range t.terms[string(term)] {
+		if p.doc <= after {
+			continue
+		}
 		if p.doc > seq {
 			break
 		}
