@@ -112,3 +112,25 @@ func BenchmarkPutConcurrent(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOpenClose opens a store of 100 memories, answers one search and
+// closes it: the cost of a pool miss.
+func BenchmarkOpenClose(b *testing.B) {
+	s, _ := benchStore(b, 100, false)
+	path := s.Path()
+	s.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Search(ctx, memgate.Query{Text: "lorem"}); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

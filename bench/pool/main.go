@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -32,21 +33,26 @@ type config struct {
 	spaces, perSpace, maxStores, workers int
 	duration                             time.Duration
 	writeEvery                           int
+	retry                                time.Duration
+	profile                              string
 }
 
 func main() {
 	var c config
 	smoke := flag.Bool("smoke", false, "a short run for CI")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the churn run to this file")
 	flag.IntVar(&c.spaces, "namespaces", 1000, "namespaces")
 	flag.IntVar(&c.perSpace, "memories", 100, "memories per namespace")
 	flag.IntVar(&c.maxStores, "max-stores", 16, "pool bound under churn")
 	flag.IntVar(&c.workers, "workers", 64, "concurrent workers")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measured run")
 	flag.IntVar(&c.writeEvery, "write-every", 10, "one remember per this many operations")
+	flag.DurationVar(&c.retry, "retry", 100*time.Microsecond, "how long a worker waits after too_many_stores")
 	flag.Parse()
 	if *smoke {
 		c.spaces, c.perSpace, c.duration = 100, 20, time.Second
 	}
+	c.profile = *profile
 	if err := run(c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "pool:", err)
 		os.Exit(1)
@@ -63,11 +69,23 @@ func run(c config, out io.Writer) error {
 	if err := seed(dir, c); err != nil {
 		return err
 	}
-	hot, err := measure(dir, c, c.spaces) // every store fits: after warm-up, all hits
+	// Churn first: VmHWM is a high-water mark, and the run with every store
+	// open holds far more memory than churn ever may.
+	if c.profile != "" {
+		f, err := os.Create(c.profile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+	}
+	churn, err := measure(dir, c, c.maxStores)
+	if c.profile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
-	churn, err := measure(dir, c, c.maxStores)
+	hot, err := measure(dir, c, c.spaces) // every store fits: after warm-up, all hits
 	if err != nil {
 		return err
 	}
@@ -84,7 +102,7 @@ func run(c config, out io.Writer) error {
 	fmt.Fprintf(out, "| lease hit p50 / p99 | %.0f µs / %.0f µs | | |\n", churn.hitP50, churn.hitP99)
 	fmt.Fprintf(out, "| lease miss (evict + open) p50 / p99 | %.2f ms / %.2f ms | ≤ 3 ms / ≤ 20 ms | %s |\n", churn.missP50/1000, churn.missP99/1000, ok(churn.missP50 <= 3000 && churn.missP99 <= 20000))
 	fmt.Fprintf(out, "| misses, too_many_stores, errors | %d, %d, %d | 0 errors | %s |\n", churn.misses, churn.refused, churn.errors, ok(churn.errors == 0))
-	fmt.Fprintf(out, "| peak memory (VmHWM) | %.0f MB | ≤ 150 MB | %s |\n", churn.hwmMB, ok(churn.hwmMB <= 150))
+	fmt.Fprintf(out, "| peak memory (VmHWM) under churn, seeding included | %.0f MB | ≤ 150 MB | %s |\n", churn.hwmMB, ok(churn.hwmMB <= 150))
 	return nil
 }
 
@@ -160,7 +178,7 @@ func measure(dir string, c config, maxStores int) (result, error) {
 					if memgate.ErrorCode(err) == memgate.CodeTooManyStores {
 						// What a client does with too_many_stores: retry shortly.
 						refused.Add(1)
-						time.Sleep(time.Millisecond)
+						time.Sleep(c.retry)
 						continue
 					}
 					errs.Add(1)
