@@ -13,10 +13,13 @@ import (
 // maxGroup bounds how many writes share one commit.
 const maxGroup = 1000
 
-// A committer runs every write of a store through one goroutine that groups
-// them: when it is idle a write commits at once; writes that arrive while a
-// commit is running share the next one. A write is acknowledged only after
-// the commit that holds it has returned.
+// A committer groups the writes of a store into shared commits. When no
+// commit is running, a write commits at once, on its own goroutine (the
+// leader). Writes that arrive meanwhile queue; when the leader's commit
+// returns, it hands the lead to the first of them, which commits the whole
+// queue as one group. A write is acknowledged only after the commit that
+// holds it has returned. A lone writer thus never waits for another
+// goroutine, and a busy store commits in groups as large as its load.
 //
 // A write function must make every check that can refuse it (a
 // memgate.Error: a version conflict, say) before it changes anything, so a
@@ -24,78 +27,94 @@ const maxGroup = 1000
 // error aborts the whole group, which is then run again one write per
 // transaction, so one failing write never fails its neighbours.
 type committer struct {
-	s    *Store
-	db   *bolt.DB
-	log  *slog.Logger
-	ops  chan *writeOp
-	mu   sync.RWMutex // guards closed against sends on ops
-	done chan struct{}
+	s   *Store
+	db  *bolt.DB
+	log *slog.Logger
 
-	closed bool
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when leading stops
+	queue   []*writeOp
+	leading bool // a leader is committing or about to
+	closed  bool
+
 	// unmerged is set while a merge has failed part way: until one
-	// succeeds, no write may run (see mergeOrRefuse).
+	// succeeds, no write may run (see merge). Only the leader touches it.
 	unmerged bool
 }
 
 type writeOp struct {
 	fn  func(*txn) error
-	err chan error
+	err chan error // the write's result, or errLead
 }
 
+// errLead tells a queued write that it now leads.
+var errLead = errors.New("storage: lead the next commit")
+
 func newCommitter(s *Store, log *slog.Logger) *committer {
-	c := &committer{s: s, db: s.db, log: log, ops: make(chan *writeOp, maxGroup), done: make(chan struct{})}
-	go c.loop()
+	c := &committer{s: s, db: s.db, log: log}
+	c.idle = sync.NewCond(&c.mu)
 	return c
 }
 
 // do runs fn in a write transaction and returns once it has committed.
 func (c *committer) do(fn func(*txn) error) error {
 	op := &writeOp{fn: fn, err: make(chan error, 1)}
-	c.mu.RLock()
+	c.mu.Lock()
 	if c.closed {
-		c.mu.RUnlock()
+		c.mu.Unlock()
 		return errClosed
 	}
-	c.ops <- op
-	c.mu.RUnlock()
+	c.queue = append(c.queue, op)
+	if c.leading {
+		c.mu.Unlock()
+		err := <-op.err
+		if err != errLead {
+			return err
+		}
+	} else {
+		c.leading = true
+		c.mu.Unlock()
+	}
+	c.lead()
 	return <-op.err
+}
+
+// lead commits the queue (which holds the leader's own write) and passes
+// the lead on.
+func (c *committer) lead() {
+	c.mu.Lock()
+	n := min(len(c.queue), maxGroup)
+	group := c.queue[:n:n]
+	c.queue = append([]*writeOp(nil), c.queue[n:]...)
+	c.mu.Unlock()
+
+	errs := c.commit(group, make([]error, 0, len(group)))
+
+	// Pass the lead on before acknowledging, so the next commit starts
+	// while this group's writers wake up.
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.leading = false
+		c.idle.Broadcast()
+		c.mu.Unlock()
+	} else {
+		next := c.queue[0]
+		c.mu.Unlock()
+		next.err <- errLead
+	}
+	for i, op := range group {
+		op.err <- errs[i]
+	}
 }
 
 // close stops taking writes and waits until every accepted one is done.
 func (c *committer) close() {
 	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.ops)
+	c.closed = true
+	for c.leading {
+		c.idle.Wait()
 	}
 	c.mu.Unlock()
-	<-c.done
-}
-
-func (c *committer) loop() {
-	defer close(c.done)
-	group := make([]*writeOp, 0, maxGroup)
-	errs := make([]error, 0, maxGroup)
-	for op := range c.ops {
-		group = append(group[:0], op)
-	drain:
-		for len(group) < maxGroup {
-			select {
-			case next, ok := <-c.ops:
-				if !ok {
-					break drain
-				}
-				group = append(group, next)
-			default:
-				break drain
-			}
-		}
-		errs = c.commit(group, errs[:0])
-		for i, op := range group {
-			op.err <- errs[i]
-		}
-		clear(group)
-	}
 }
 
 // errUnmerged refuses writes while the index cannot be merged.
