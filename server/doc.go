@@ -23,9 +23,17 @@
 // for its whole duration (Options.Lease), and releases it when done.
 //
 // Protocol errors (-32602) are kept for what is not a tool's business: an
-// unknown or disabled tool, arguments that are not a JSON object, an unknown
-// resource or prompt, bad prompt arguments. The SDK produces most of them;
-// see errors.go.
+// unknown or disabled tool, arguments that are not a JSON object, params that
+// do not decode, an unknown resource or prompt, bad prompt arguments. The SDK
+// produces most of them itself; the tool handlers add the one about
+// arguments, and the resource and prompt handlers their own (errors.go).
+//
+// # Stdio
+//
+// RunStdio puts a line filter in front of the SDK's stdio loop: a line that
+// is not a JSON-RPC message is answered (-32700 or -32600) instead of ending
+// the session, and the end of stdin waits for the answers to the calls
+// already read instead of cancelling them.
 //
 // # Privacy
 //

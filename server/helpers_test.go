@@ -20,8 +20,11 @@ import (
 	"github.com/memgate/memgate/tenants"
 )
 
-// The store the server is wired to in production satisfies its interface.
-var _ server.Store = (*storage.Store)(nil)
+// What cmd/memgate wires in satisfies what the server consumes.
+var (
+	_ server.Store   = (*storage.Store)(nil)
+	_ server.Resolve = (&tenants.Resolver{}).Resolve
+)
 
 // syncBuffer is a log sink that handlers may write from several goroutines.
 type syncBuffer struct {
@@ -222,7 +225,10 @@ func (e *env) fail(name, args string) (code, field string) {
 // details.field.
 func envelopeOf(t *testing.T, res *mcp.CallToolResult) (code, field string) {
 	t.Helper()
-	m, ok := res.StructuredContent.(map[string]any)
+	if !res.IsError {
+		t.Fatalf("not an error: %s", mustJSON(t, res))
+	}
+	m, ok := roundTrip(t, res.StructuredContent).(map[string]any)
 	if !ok || len(m) != 1 {
 		t.Fatalf("envelope: %#v", res.StructuredContent)
 	}

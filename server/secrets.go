@@ -21,82 +21,96 @@ const (
 	SecretURLPassword  = "url_password"
 )
 
-// secretRule recognises one kind of credential. A rule's expression runs only
-// when one of its triggers occurs in the text, so ordinary text costs a few
-// substring scans and no regular expression.
+// secretRule recognises one kind of credential by the literal prefix it
+// starts with. Only where a prefix occurs does the rule's expression run,
+// anchored there and on a bounded window, so the check costs a few substring
+// scans on ordinary text and stays linear on text made of prefixes.
 type secretRule struct {
 	kind     string
-	triggers []string
-	re       *regexp.Regexp
+	prefixes []string
+	// notAfter holds the characters that must not come right before the
+	// prefix: a key-shaped run inside a longer word is not a key.
+	notAfter string
+	re       *regexp.Regexp // anchored with ^
 	// ok, when set, rejects a match that is not a credential after all.
 	ok func(match string) bool
 }
 
-// A token must stand on its own: a character outside the token's alphabet
-// (or the edge of the text) comes before it, so a key-shaped run inside a
-// longer word does not count.
-const edge = `(?:^|[^A-Za-z0-9_-])`
+// Character sets for secretRule.notAfter.
+const (
+	alnum      = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	tokenChars = alnum + "_-"
+)
+
+// secretWindow bounds the text an expression sees after a prefix. Every
+// pattern decides within it; longer tokens are caught by their start.
+const secretWindow = 1024
 
 var secretRules = []secretRule{
 	// A key block: the armour line and a body of base64, perhaps after
 	// "Proc-Type:"-style header lines. The armour line alone, as in code that
 	// parses PEM, is not a key.
-	{kind: SecretPrivateKey, triggers: []string{"-----BEGIN "},
-		re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[ \t]*\r?\n` +
-			`(?:[A-Za-z-]+:[^\n]*\n)*\s*[A-Za-z0-9+/=\r\n]{40,}`)},
-	{kind: SecretAWSAccessKey, triggers: []string{"AKIA", "ASIA"},
-		re: regexp.MustCompile(`(?:^|[^A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`)},
-	{kind: SecretGoogleAPIKey, triggers: []string{"AIza"},
-		re: regexp.MustCompile(edge + `AIza[0-9A-Za-z_-]{35}(?:$|[^0-9A-Za-z_-])`)},
-	{kind: SecretGitHubToken, triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"},
-		re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?:$|[^A-Za-z0-9_])`)},
-	{kind: SecretGitHubToken, triggers: []string{"github_pat_"},
-		re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_])github_pat_[A-Za-z0-9_]{36,255}`)},
-	{kind: SecretGitLabToken, triggers: []string{"glpat-"},
-		re: regexp.MustCompile(edge + `glpat-[A-Za-z0-9_-]{20,}`)},
-	{kind: SecretSlackToken, triggers: []string{"xox"},
-		re: regexp.MustCompile(edge + `xox[a-z]-[A-Za-z0-9-]{10,}`), ok: hasDigits},
-	{kind: SecretStripeKey, triggers: []string{"sk_live_", "rk_live_"},
-		re: regexp.MustCompile(edge + `[sr]k_live_[0-9A-Za-z]{10,}`)},
-	{kind: SecretAnthropicKey, triggers: []string{"sk-ant-"},
-		re: regexp.MustCompile(edge + `sk-ant-[A-Za-z0-9_-]{20,}`)},
+	{kind: SecretPrivateKey, prefixes: []string{"-----BEGIN "},
+		re: regexp.MustCompile(`^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[ \t]*\r?\n` +
+			`(?:[A-Za-z-]+:[^\n]*\n)*\s*[A-Za-z0-9+/=\r\n]{40}`)},
+	{kind: SecretAWSAccessKey, prefixes: []string{"AKIA", "ASIA"}, notAfter: alnum,
+		re: regexp.MustCompile(`^(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`)},
+	{kind: SecretGoogleAPIKey, prefixes: []string{"AIza"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}(?:$|[^0-9A-Za-z_-])`)},
+	{kind: SecretGitHubToken, prefixes: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, notAfter: alnum + "_",
+		re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{36,255}(?:$|[^A-Za-z0-9_])`)},
+	{kind: SecretGitHubToken, prefixes: []string{"github_pat_"}, notAfter: alnum + "_",
+		re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{36}`)},
+	{kind: SecretGitLabToken, prefixes: []string{"glpat-"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20}`)},
+	{kind: SecretSlackToken, prefixes: []string{"xox"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^xox[a-z]-[A-Za-z0-9-]{10,}`), ok: hasDigits},
+	{kind: SecretStripeKey, prefixes: []string{"sk_live_", "rk_live_"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^[sr]k_live_[0-9A-Za-z]{10}`)},
+	{kind: SecretAnthropicKey, prefixes: []string{"sk-ant-"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{20}`)},
 	// An OpenAI-style key is "sk-" and a long random body. Kebab-case words
 	// such as sk-learn-compatible-estimator are not, so the body must mix
 	// upper case, lower case and digits.
-	{kind: SecretOpenAIKey, triggers: []string{"sk-"},
-		re: regexp.MustCompile(edge + `sk-[A-Za-z0-9_-]{20,}`), ok: randomBody},
-	{kind: SecretJWT, triggers: []string{"eyJ"},
-		re: regexp.MustCompile(edge + `eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`)},
-	{kind: SecretURLPassword, triggers: []string{"://"},
-		re: regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]+:[^\s/?#@]+@[^\s/?#@]`), ok: realPassword},
+	{kind: SecretOpenAIKey, prefixes: []string{"sk-"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{20,}`), ok: randomBody},
+	{kind: SecretJWT, prefixes: []string{"eyJ"}, notAfter: tokenChars,
+		re: regexp.MustCompile(`^eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16}`)},
 }
 
 // detectSecret returns the kind of the first secret found in s, or "".
 func detectSecret(s string) string {
 	for i := range secretRules {
-		r := &secretRules[i]
-		if !containsAny(s, r.triggers) {
-			continue
+		if secretRules[i].find(s) {
+			return secretRules[i].kind
 		}
-		if r.ok == nil {
-			if r.re.MatchString(s) {
-				return r.kind
-			}
-			continue
-		}
-		for _, m := range r.re.FindAllString(s, -1) {
-			if r.ok(m) {
-				return r.kind
-			}
-		}
+	}
+	if urlPassword(s) {
+		return SecretURLPassword
 	}
 	return ""
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
+func (r *secretRule) find(s string) bool {
+	for _, prefix := range r.prefixes {
+		for from := 0; from < len(s); {
+			i := strings.Index(s[from:], prefix)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + len(prefix)
+			if i > 0 && strings.IndexByte(r.notAfter, s[i-1]) >= 0 {
+				continue
+			}
+			m := r.re.FindString(s[i:min(len(s), i+secretWindow)])
+			if m == "" {
+				continue
+			}
+			if r.ok == nil || r.ok(m) {
+				return true
+			}
+			from = i + len(m) // a rejected token: its inside is no new start
 		}
 	}
 	return false
@@ -105,10 +119,48 @@ func containsAny(s string, subs []string) bool {
 func hasDigits(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
 func randomBody(m string) bool {
-	_, body, _ := strings.Cut(m, "sk-")
+	body := m[len("sk-"):]
 	return strings.ContainsAny(body, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") &&
 		strings.ContainsAny(body, "abcdefghijklmnopqrstuvwxyz") &&
 		hasDigits(body)
+}
+
+// urlPassword reports whether s holds a URL with a password in its user
+// information, scheme://user:password@host, that is not a placeholder.
+func urlPassword(s string) bool {
+	for from := 0; from < len(s); {
+		i := strings.Index(s[from:], "://")
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + 3
+		if i == 0 || !isSchemeChar(s[i-1]) {
+			continue
+		}
+		// The authority ends at the first /, ?, # or white space; its user
+		// information at its last @.
+		rest := s[i+3 : min(len(s), i+3+secretWindow)]
+		end := strings.IndexAny(rest, "/?# \t\r\n")
+		if end < 0 {
+			end = len(rest)
+		}
+		authority := rest[:end]
+		from = i + 3 + end // an authority holds no "://"
+		at := strings.LastIndexByte(authority, '@')
+		if at < 0 || at == len(authority)-1 {
+			continue
+		}
+		_, password, ok := strings.Cut(authority[:at], ":")
+		if ok && realPassword(password) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSchemeChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '.' || c == '-'
 }
 
 // placeholderPasswords are the words documentation writes where a password
@@ -118,13 +170,10 @@ var placeholderPasswords = []string{
 	"your_password", "your-password", "yourpassword", "mypassword",
 }
 
-// realPassword rejects URL user information whose password is a placeholder:
-// ${VAR}, $VAR, <password>, {{ var }}, %s, [password], a run of one masking
-// character (***, xxx, ...), or a documentation word such as "password".
-func realPassword(m string) bool {
-	_, rest, _ := strings.Cut(m, "://")
-	userinfo, _, _ := strings.Cut(rest, "@")
-	_, p, _ := strings.Cut(userinfo, ":")
+// realPassword rejects a password that is a placeholder: ${VAR}, $VAR,
+// <password>, {{ var }}, %s, [password], a run of one masking character
+// (***, xxx, ...), or a documentation word such as "password".
+func realPassword(p string) bool {
 	switch {
 	case p == "":
 		return false

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -152,22 +151,6 @@ func New(opts Options) (*Server, error) {
 // MCP returns the SDK server, for transports other than stdio (the HTTP
 // gateway mounts it with mcp.NewStreamableHTTPHandler).
 func (s *Server) MCP() *mcp.Server { return s.mcp }
-
-// RunStdio serves one client over in and out (newline-delimited JSON-RPC)
-// until in reaches its end, which is a clean return (nil), or ctx is done,
-// which is one too. Nothing but protocol is ever written to out.
-func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
-	switch {
-	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
-		return nil
-	}
-	return err
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // Call runs tool name with raw JSON arguments, exactly as tools/call would:
 // the same validation, limits and error envelope. A principal, if any, comes

@@ -106,49 +106,56 @@ func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 	if s.opts.NamespaceArg {
 		fields = append(fields[:len(fields):len(fields)], "namespace")
 	}
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, rpcErr error) {
 		start := time.Now()
 		var (
-			ns     memgate.Namespace
-			failed error
+			ns  memgate.Namespace
+			err error
 		)
 		defer func() {
 			if r := recover(); r != nil {
 				e := memgate.Internal("server."+name, fmt.Errorf("panic: %v", r))
-				res, err, failed = errorResult(e), nil, e
+				res, rpcErr, err = errorResult(e), nil, e
 			}
-			s.logCall(ctx, "tools/call", name, ns, start, failed)
+			s.logCall(ctx, "tools/call", name, ns, start, err)
 		}()
-		run, nsArg, err := s.prepare(t, fields, req)
-		if rpcErr, ok := err.(*jsonrpc.Error); ok {
-			failed = rpcErr
-			return nil, rpcErr
-		}
-		if err == nil {
-			principal := principalOf(ctx, req.Extra)
-			err = s.checkWrite(t, principal)
-			if err == nil {
-				ns, err = s.resolve(principal, nsArg)
-			}
-		}
-		if err == nil {
-			var (
-				st      Store
-				release func()
-			)
-			st, release, err = s.opts.Lease(ctx, ns)
-			if err == nil {
-				defer release()
-				res, err = run(ctx, st, ns)
-			}
+		ns, res, err = s.call(ctx, t, fields, req)
+		if protocol, ok := err.(*jsonrpc.Error); ok {
+			return nil, protocol
 		}
 		if err != nil {
 			e := memgate.AsError("server."+name, err)
-			failed = e
+			err = e
 			return errorResult(e), nil
 		}
 		return res, nil
 	}
+}
+
+// call runs one tool call: its arguments, the caller's scope, its namespace,
+// the lease of that namespace's store, and the work. A bare *jsonrpc.Error
+// (arguments that are not an object) is a protocol error; every other error
+// becomes the error envelope.
+func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.CallToolRequest) (memgate.Namespace, *mcp.CallToolResult, error) {
+	run, nsArg, err := s.prepare(t, fields, req)
+	if err != nil {
+		return "", nil, err
+	}
+	p := principalOf(ctx, req.Extra)
+	if err := s.checkWrite(t, p); err != nil {
+		return "", nil, err
+	}
+	ns, err := s.resolve(p, nsArg)
+	if err != nil {
+		return "", nil, err
+	}
+	st, release, err := s.opts.Lease(ctx, ns)
+	if err != nil {
+		return ns, nil, err
+	}
+	defer release()
+	res, err := run(ctx, st, ns)
+	return ns, res, err
 }
 
 // prepare decodes and validates a call's arguments.

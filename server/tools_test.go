@@ -162,9 +162,6 @@ func TestRememberEdgeCases(t *testing.T) {
 	if code, field := e.fail("remember", `{"text":"  \n "}`); code != "invalid_argument" || field != "text" {
 		t.Fatalf("blank text: %s %s", code, field)
 	}
-	if code, _ := e.fail("remember", `{"id":"x","text":"a","if_version":0}`); code != "" {
-		t.Log("if_version 0 on a new id creates it")
-	}
 }
 
 func TestIfVersionZeroMeansCreateOnly(t *testing.T) {
@@ -388,7 +385,7 @@ func TestWriteScope(t *testing.T) {
 		}
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil)
 		ts := httptest.NewServer(auth.RequireBearerToken(verify, nil)(h))
-		defer ts.Close()
+		t.Cleanup(ts.Close) // after the sessions' own cleanups, which end their streams
 		session := func(token string) *mcp.ClientSession {
 			hc := &http.Client{Transport: bearer{token}}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "http"}, nil).Connect(t.Context(),
@@ -450,5 +447,58 @@ func TestLeaseFailuresBecomeToolErrors(t *testing.T) {
 	}
 	if logs := e.logs.String(); strings.Count(logs, "disk on fire") != 1 || !strings.Contains(logs, `"level":"ERROR"`) {
 		t.Fatalf("the cause must be logged once, at error level:\n%s", logs)
+	}
+}
+
+// panickyStore fails in a way a real store cannot be made to on demand.
+type panickyStore struct{ server.Store }
+
+func (panickyStore) Get(context.Context, string) (memgate.Memory, error) { panic("index out of range") }
+
+func TestAPanicInAToolIsAnInternalError(t *testing.T) {
+	lease := func(context.Context, memgate.Namespace) (server.Store, func(), error) {
+		return panickyStore{}, func() {}, nil
+	}
+	e := newEnv(t, server.Options{Lease: lease})
+	if code, _ := e.fail("get", `{"id":"a"}`); code != "internal" {
+		t.Fatalf("panic: %s", code)
+	}
+	if logs := e.logs.String(); strings.Count(logs, "index out of range") != 1 {
+		t.Fatalf("the panic must be logged once:\n%s", logs)
+	}
+	// The session goes on.
+	if code, _ := e.fail("get", `{"id":"b"}`); code != "internal" {
+		t.Fatalf("after a panic: %s", code)
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	e := newEnv(t, server.Options{})
+	errs := make(chan error, 64)
+	for w := range 8 {
+		go func() {
+			for i := range 8 {
+				res, err := e.cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "remember",
+					Arguments: map[string]any{"id": fmt.Sprintf("w%d-%d", w, i), "text": "concurrent write"}})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("remember: %v", res.StructuredContent)
+				}
+				if err == nil {
+					res, err = e.cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": "concurrent"}})
+				}
+				if err == nil && res.IsError {
+					err = fmt.Errorf("search: %v", res.StructuredContent)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.ok("stats", "")["count"]; n != 64.0 {
+		t.Fatalf("count = %v", n)
 	}
 }

@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate/server"
+)
+
+func TestRunStdio(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease), Version: "1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.RunStdio(t.Context(), inR, outW) }()
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio"}, nil).Connect(t.Context(),
+		&mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cs.InitializeResult().ServerInfo; v.Name != "memgate" || v.Version != "1.2.3" {
+		t.Fatalf("server info: %+v", v)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "remember", Arguments: map[string]any{"text": "over stdio"}})
+	if err != nil || res.IsError {
+		t.Fatalf("remember: %v %+v", err, res)
+	}
+	// The client hangs up: stdin ends and RunStdio returns cleanly.
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunStdio after stdin closed: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunStdio did not return when stdin closed")
+	}
+}
+
+func TestRunStdioStopsWithItsContext(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.RunStdio(ctx, inR, outW) }()
+	go func() {
+		// Every line on stdout is one JSON-RPC message.
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			if !json.Valid(sc.Bytes()) || !strings.Contains(sc.Text(), `"jsonrpc":"2.0"`) {
+				t.Errorf("stdout carries %q", sc.Text())
+			}
+		}
+	}()
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`+"\n")
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunStdio after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunStdio did not return when its context ended")
+	}
+	outW.Close()
+}
+
+// TestRunStdioSurvivesBadLines: a line that is not JSON, or not a JSON-RPC
+// message, is answered and the session goes on.
+func TestRunStdioSurvivesBadLines(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`this is not json`,
+		``,
+		`{"jsonrpc":"2.0","id":2,"method":`,
+		`{"jsonrpc":"1.0","id":3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":5,"method":7}`,
+		`"a string"`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":"remember"}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+	}, "\n") + "\n"
+	var out syncBuffer
+	start := time.Now()
+	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("RunStdio: %v", err)
+	}
+	// Every call read before stdin ended got its answer, at once: RunStdio
+	// recognised each answer going out.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("RunStdio took %v to drain", d)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	got := map[string]int64{}
+	for _, l := range lines {
+		var m struct {
+			ID    any `json:"id"`
+			Error *struct {
+				Code int64 `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		code := int64(0)
+		if m.Error != nil {
+			code = m.Error.Code
+		}
+		got[mustJSON(t, m.ID)] += code
+	}
+	want := map[string]int64{"1": 0, "null": -32700*2 + -32600*2, "3": -32600, "5": -32600, "6": -32602, "7": 0}
+	if mustJSON(t, got) != mustJSON(t, want) {
+		t.Fatalf("answers by id: %v, want %v\n%s", got, want, out.String())
+	}
+	if !strings.Contains(lines[len(lines)-1], `"id":7,"result"`) || !strings.Contains(lines[len(lines)-1], "structuredContent") {
+		t.Fatalf("the last call did not succeed: %s", lines[len(lines)-1])
+	}
+}
