@@ -56,7 +56,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
 	err = s.view(func(v *view) error {
 		res.Receipt.Candidates = 0
-		allowed, err := s.narrow(v, tags, mode, q.Filter)
+		f, err := s.newFilter(v, tags, mode, q.Filter)
 		if err != nil {
 			return err
 		}
@@ -65,12 +65,10 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		case hasText && len(terms) == 0:
 			// Only stop words or punctuation: nothing can match.
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, terms, allowed, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, terms, f, limit)
 		default:
-			res.Receipt.Candidates = len(allowed)
-			for i := len(allowed) - 1; i >= 0 && len(ranked) < limit; i-- {
-				ranked = append(ranked, search.Scored{Doc: allowed[i], Score: 1})
-			}
+			ranked, err = s.newest(v, f, limit)
+			res.Receipt.Candidates = len(ranked)
 		}
 		if err != nil {
 			return err
@@ -116,11 +114,12 @@ func queryTerms(text string) []string {
 	return out
 }
 
-// rank scores every document that holds at least one term (and is allowed,
-// when allowed is not nil) and returns the best limit of them, and how many
-// were scored. Posting lists are sorted by document, so it walks them side
-// by side instead of gathering scores in a map.
-func (s *Store) rank(v *view, terms []string, allowed docSet, limit int) ([]search.Scored, int, error) {
+// rank scores every document that holds at least one term and passes f
+// (nil: no filter), and returns the best limit of them and how many
+// documents the terms matched before the filter. Posting lists are sorted by
+// document, so it walks them side by side instead of gathering scores in a
+// map.
+func (s *Store) rank(v *view, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	n := int(getU64(meta, metaCount))
 	if n == 0 {
@@ -148,9 +147,14 @@ func (s *Store) rank(v *view, terms []string, allowed docSet, limit int) ([]sear
 		lists = append(lists, ps)
 		idf = append(idf, search.DefaultBM25.IDF(len(ps), n))
 	}
+	// With only short filter lists, every check is exact and a bounded heap
+	// keeps the best; with a long one, the candidates that pass the short
+	// lists are kept and checked against it best first.
+	exact := f == nil || f.exact
 	top := search.NewTopK(limit)
+	var scored []search.Scored
 	pos := make([]int, len(lists))
-	candidates, next := 0, 0
+	candidates := 0
 	for {
 		doc := uint64(math.MaxUint64)
 		for i, l := range lists {
@@ -169,21 +173,27 @@ func (s *Store) rank(v *view, terms []string, allowed docSet, limit int) ([]sear
 				pos[i]++
 			}
 		}
-		if allowed != nil {
-			for next < len(allowed) && allowed[next] < doc {
-				next++
+		candidates++
+		if f != nil {
+			ok, err := f.pass(v, doc, true)
+			if err != nil {
+				return nil, 0, err
 			}
-			if next == len(allowed) {
-				break
-			}
-			if allowed[next] != doc {
+			if !ok {
 				continue
 			}
 		}
-		candidates++
-		top.Push(doc, score)
+		if exact {
+			top.Push(doc, score)
+		} else {
+			scored = append(scored, search.Scored{Doc: doc, Score: score})
+		}
 	}
-	return top.Sorted(), candidates, nil
+	if exact {
+		return top.Sorted(), candidates, nil
+	}
+	best, err := f.best(v, scored, limit)
+	return best, candidates, err
 }
 
 // hits loads the ranked documents and scores them relative to the best.

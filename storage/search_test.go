@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -399,5 +400,105 @@ func TestMergeCutShort(t *testing.T) {
 	}
 	if res, _ := s.Search(ctx, memgate.Query{Text: letterWord(3)}); len(res.Hits) != 0 {
 		t.Fatal("a forgotten memory is still found")
+	}
+}
+
+// Narrowing by tags and filter gives the same answers whether their posting
+// lists are read whole or probed one document at a time (long lists), and
+// whether the documents are merged or still in the tail.
+func TestNarrowingMatchesBruteForce(t *testing.T) {
+	for _, short := range []int{16, 1} {
+		t.Run(fmt.Sprint("short lists of ", short, " chunks"), func(t *testing.T) {
+			old := shortList
+			shortList = short
+			t.Cleanup(func() { shortList = old })
+			narrowingMatchesBruteForce(t)
+		})
+	}
+}
+
+func narrowingMatchesBruteForce(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.MergeEvery = 300 })
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	words := []string{"river", "stone", "cloud", "ember", "frost", "grove"}
+	tagNames := []string{"a", "b", "c", "d"}
+	type mem struct {
+		words []string
+		tags  []string
+		k     float64
+	}
+	mems := map[string]mem{}
+	for i := range 1000 {
+		m := mem{k: float64(rng.IntN(3))}
+		for _, w := range words {
+			if rng.IntN(3) == 0 {
+				m.words = append(m.words, w)
+			}
+		}
+		for j, tg := range tagNames {
+			if rng.IntN(j+2) == 0 { // "a" on half, "d" on a fifth
+				m.tags = append(m.tags, tg)
+			}
+		}
+		id := fmt.Sprint("m", i)
+		mems[id] = m
+		put(t, s, memgate.Write{ID: id, Text: "filler " + strings.Join(m.words, " "), Tags: m.tags, Metadata: map[string]any{"k": m.k}})
+	}
+	has := func(list []string, x string) bool { return slices.Contains(list, x) }
+	for q := range 150 {
+		word := words[rng.IntN(len(words))]
+		tags := []string{tagNames[rng.IntN(4)]}
+		if rng.IntN(2) == 0 {
+			tags = append(tags, tagNames[rng.IntN(4)])
+		}
+		mode := []string{memgate.TagsAll, memgate.TagsAny}[rng.IntN(2)]
+		var filter map[string]any
+		if rng.IntN(2) == 0 {
+			filter = map[string]any{"k": float64(rng.IntN(3))}
+		}
+		text := ""
+		if q%3 != 0 {
+			text = word
+		}
+		res, err := s.Search(ctx, memgate.Query{Text: text, Tags: tags, TagsMode: mode, Filter: filter, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, m := range mems {
+			pass := text == "" || has(m.words, text)
+			inAny, inAll := false, true
+			for _, tg := range tags {
+				inAny = inAny || has(m.tags, tg)
+				inAll = inAll && has(m.tags, tg)
+			}
+			if mode == memgate.TagsAny {
+				pass = pass && inAny
+			} else {
+				pass = pass && inAll
+			}
+			if filter != nil {
+				pass = pass && m.k == filter["k"]
+			}
+			if pass {
+				want++
+			}
+		}
+		if len(res.Hits) != min(want, 100) {
+			t.Fatalf("query %d (%q %v %s %v): %d hits, want %d", q, text, tags, mode, filter, len(res.Hits), min(want, 100))
+		}
+		for i, h := range res.Hits {
+			m := mems[h.ID]
+			if text != "" && !has(m.words, text) {
+				t.Fatalf("query %d: hit %s lacks the word", q, h.ID)
+			}
+			if filter != nil && m.k != filter["k"] {
+				t.Fatalf("query %d: hit %s fails the filter", q, h.ID)
+			}
+			if i > 0 && (h.Score > res.Hits[i-1].Score || text == "" && h.Version > res.Hits[i-1].Version) {
+				t.Fatalf("query %d: hits out of order at %d", q, i)
+			}
+		}
 	}
 }

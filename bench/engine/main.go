@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -44,6 +45,7 @@ type config struct {
 	jsonOut  string
 	loadSeq  bool
 	coldRuns int
+	profile  string
 }
 
 func main() {
@@ -58,6 +60,7 @@ func main() {
 	flag.BoolVar(&c.smoke, "smoke", false, "a short run on synthetic text, for CI")
 	flag.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
+	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the recall phase to this file")
 	flag.Parse()
 	if c.smoke {
 		c.n, c.writes, c.writers, c.queries, c.rounds, c.coldRuns = 3000, 200, 16, 200, 1, 1
@@ -158,7 +161,18 @@ func run(c config, out io.Writer) error {
 	}
 
 	log("recall…")
-	if f.Search, err = recall(largePath, mems, c.queries); err != nil {
+	if c.profile != "" {
+		pf, err := os.Create(c.profile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(pf)
+	}
+	f.Search, err = recall(largePath, mems, c.queries)
+	if c.profile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
 		return err
 	}
 	log("cold open…")
