@@ -114,11 +114,18 @@ func NewPool(opts Options) (*Pool, error) {
 // release function the caller must call exactly once when its request ends.
 // While leased, the store is never closed by the pool.
 func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), error) {
+	s, release, _, err := p.LeaseOpened(ctx, ns)
+	return s, release, err
+}
+
+// LeaseOpened is Lease that also reports whether this lease opened the
+// store (a miss), for tracing and benchmarks.
+func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), bool, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, nil, errPoolClosed
+			return nil, nil, false, errPoolClosed
 		}
 		if done, ok := p.closing[ns]; ok {
 			// Its file is still open: wait for the close, then open it again.
@@ -127,7 +134,7 @@ func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store,
 			case <-done:
 				continue
 			case <-ctx.Done():
-				return nil, nil, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+				return nil, nil, false, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
 			}
 		}
 		if e, ok := p.lru.Get(ns); ok {
@@ -136,16 +143,16 @@ func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store,
 			<-e.ready
 			if e.err != nil {
 				p.release(e)
-				return nil, nil, e.err
+				return nil, nil, false, e.err
 			}
-			return e.store, p.releaser(e), nil
+			return e.store, p.releaser(e), false, nil
 		}
 		var victim *entry
 		if p.lru.Len() >= p.opts.MaxStores {
 			if victim = p.oldestIdle(); victim == nil {
 				p.mu.Unlock()
 				p.m.refusals.Add(ctx, 1)
-				return nil, nil, errTooMany
+				return nil, nil, false, errTooMany
 			}
 			p.lru.Remove(victim.ns)
 			p.closing[victim.ns] = make(chan struct{})
@@ -169,11 +176,11 @@ func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store,
 			e.leases--
 			p.mu.Unlock()
 			close(e.ready)
-			return nil, nil, e.err
+			return nil, nil, false, e.err
 		}
 		p.m.opens.Add(ctx, 1)
 		close(e.ready)
-		return e.store, p.releaser(e), nil
+		return e.store, p.releaser(e), true, nil
 	}
 }
 

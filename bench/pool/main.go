@@ -172,7 +172,7 @@ func measure(dir string, c config, maxStores int) (result, error) {
 			for i := 0; !stop.Load(); i++ {
 				ns := memgate.Namespace(fmt.Sprintf("ns%04d", rng.IntN(c.spaces)))
 				start := time.Now()
-				s, release, err := pool.Lease(ctx, ns)
+				s, release, opened, err := pool.LeaseOpened(ctx, ns)
 				d := time.Since(start)
 				if err != nil {
 					if memgate.ErrorCode(err) == memgate.CodeTooManyStores {
@@ -184,10 +184,7 @@ func measure(dir string, c config, maxStores int) (result, error) {
 					errs.Add(1)
 					continue
 				}
-				// A lease that took a while opened the store (a miss); a hit
-				// is a map lookup. The pool does not say which, so split on
-				// a threshold far above a hit and far below an open.
-				if d > 50*time.Microsecond {
+				if opened {
 					myMiss = append(myMiss, d)
 					misses.Add(1)
 				} else {
