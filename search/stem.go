@@ -10,10 +10,12 @@ import (
 // cacheSets bounds the stem cache. Snowball's stemmer allocates a rune
 // slice and strings for every word and takes about half a microsecond; prose
 // repeats a few thousand words, so a cache of recent ones makes most lookups
-// allocation-free. Each set holds two words, so two frequent words that hash
-// alike do not keep evicting each other. At most 2 × cacheSets entries of
-// under 200 bytes each: about 1.5 MiB.
-const cacheSets = 4096
+// allocation-free; a store's whole vocabulary is tens of thousands of words,
+// and a cache that holds most of it keeps the write path off the stemmer.
+// Each set holds two words, so two frequent words that hash alike do not
+// keep evicting each other. At most 2 × cacheSets entries of under 200 bytes
+// each: about 6 MiB, filled only as words are seen.
+const cacheSets = 16384
 
 // cached is immutable once published, so readers need no lock.
 type cached struct {
