@@ -20,18 +20,20 @@
 //
 // Words of the title and text, tags, and metadata pairs are all terms, each
 // kind in its own key space; tags and metadata filters read a posting list
-// instead of scanning memories. A write touches one bounded chunk per distinct
-// term: nothing on the write path grows with the number of memories.
+// instead of scanning memories. A write's postings go to an in-memory tail
+// (tail.go) that is merged into the posting chunks every few thousand
+// documents (merge.go), so a write touches a handful of pages: nothing on
+// the write path grows with the number of memories.
 //
 // Values pass through one seal step and content-derived keys through one key
 // step (see sealer), so encryption at rest changes those two and nothing else.
 //
 // # Commits
 //
-// Writes go through a committer that groups concurrent writers into one
-// bbolt transaction, committed (and fsynced) at once when the store is idle.
-// A write returns only after its commit has. Reads run in parallel with each
-// other and with the committer.
+// Writes go through a committer (commit.go) that groups concurrent writers
+// into one bbolt transaction, committed (and fsynced) at once when the store
+// is idle. A write returns only after its commit has. Reads run in parallel
+// with each other and with commits.
 //
 // This package knows memories, not namespaces or MCP: it must never import
 // tenants, server, auth or cmd.
