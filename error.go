@@ -60,11 +60,6 @@ func (e *Error) Error() string {
 // Unwrap returns the cause, so errors.Is and errors.As see through an Error.
 func (e *Error) Unwrap() error { return e.Cause }
 
-// Errorf returns an Error with a formatted, client-safe message.
-func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // Invalid returns an invalid_argument error naming the field at fault.
 func Invalid(field, format string, args ...any) *Error {
 	return &Error{
