@@ -3,37 +3,16 @@ package storage
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/bench/corpus"
 )
 
-// benchText makes n memories of about 176 bytes from a Zipf vocabulary.
-func benchText(n int) []string {
-	rng := rand.New(rand.NewPCG(7, 11))
-	vocab := make([]string, 20000)
-	for i := range vocab {
-		b := make([]byte, 4+rng.IntN(6))
-		for j := range b {
-			b[j] = "bcdfghjklmnprstvwaeiou"[rng.IntN(22)]
-		}
-		vocab[i] = string(b)
-	}
-	z := rand.NewZipf(rng, 1.1, 1, uint64(len(vocab)-1))
-	out := make([]string, n)
-	for i := range out {
-		var sb strings.Builder
-		for sb.Len() < 170 {
-			sb.WriteString(vocab[z.Uint64()])
-			sb.WriteByte(' ')
-		}
-		out[i] = sb.String()
-	}
-	return out
-}
+// benchText makes n memories of about 176 bytes of synthetic text.
+func benchText(n int) []string { return corpus.Synthetic(n) }
 
 func benchStore(b testing.TB, n int, sync bool) (*Store, []string) {
 	b.Helper()

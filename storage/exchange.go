@@ -65,11 +65,7 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 				next = encodeCursor(cursorExport, u64(binary.BigEndian.Uint64(k)-1))
 				return nil
 			}
-			plain, err := s.seal.open(bucketDocs, k, v)
-			if err != nil {
-				return err
-			}
-			r, err := unmarshalRecord(plain)
+			r, err := s.decodeRecord(k, v)
 			if err != nil {
 				return err
 			}

@@ -110,6 +110,15 @@ func unmarshalRecord(b []byte) (record, error) {
 	return r, nil
 }
 
+// decodeRecord unseals and decodes the docs bucket's value v under key k.
+func (s *Store) decodeRecord(k, v []byte) (record, error) {
+	plain, err := s.seal.open(bucketDocs, k, v)
+	if err != nil {
+		return record{}, err
+	}
+	return unmarshalRecord(plain)
+}
+
 // memory turns the record into the memory clients see.
 func (r *record) memory(version uint64) (memgate.Memory, error) {
 	m := memgate.Memory{

@@ -245,11 +245,7 @@ func (s *Store) loadTail() error {
 		var change tailChange
 		c := tx.Bucket(bucketDocs).Cursor()
 		for k, v := c.Seek(u64(merged + 1)); k != nil; k, v = c.Next() {
-			plain, err := s.seal.open(bucketDocs, k, v)
-			if err != nil {
-				return err
-			}
-			r, err := unmarshalRecord(plain)
+			r, err := s.decodeRecord(k, v)
 			if err != nil {
 				return err
 			}

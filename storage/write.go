@@ -200,11 +200,7 @@ func (t *txn) record(doc uint64) (record, error) {
 	if v == nil {
 		return record{}, errBadRecord
 	}
-	plain, err := t.s.seal.open(bucketDocs, key, v)
-	if err != nil {
-		return record{}, err
-	}
-	return unmarshalRecord(plain)
+	return t.s.decodeRecord(key, v)
 }
 
 func createdKey(r *record) []byte {

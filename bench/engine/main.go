@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -201,27 +200,11 @@ func memories(c config) ([]memgate.Write, string, error) {
 	return synthetic(c.n), "synthetic Zipf text", nil
 }
 
-// synthetic makes n memories of about 176 bytes from a Zipf-distributed
-// vocabulary of made-up words.
+// synthetic makes n memories of about 176 bytes, tagged in seven groups.
 func synthetic(n int) []memgate.Write {
-	rng := rand.New(rand.NewPCG(7, 11))
-	vocab := make([]string, 20000)
-	for i := range vocab {
-		b := make([]byte, 4+rng.IntN(6))
-		for j := range b {
-			b[j] = "bcdfghjklmnprstvwaeiou"[rng.IntN(22)]
-		}
-		vocab[i] = string(b)
-	}
-	z := rand.NewZipf(rand.New(rand.NewPCG(3, 5)), 1.1, 1, uint64(len(vocab)-1))
 	out := make([]memgate.Write, n)
-	for i := range out {
-		var sb strings.Builder
-		for sb.Len() < 170 {
-			sb.WriteString(vocab[z.Uint64()])
-			sb.WriteByte(' ')
-		}
-		out[i] = memgate.Write{Text: strings.TrimSpace(sb.String()), Tags: []string{fmt.Sprint("g", i%7)}}
+	for i, text := range corpus.Synthetic(n) {
+		out[i] = memgate.Write{Text: text, Tags: []string{fmt.Sprint("g", i%7)}}
 	}
 	return out
 }
