@@ -61,9 +61,11 @@ func encodeCursor(order byte, pos []byte) string {
 	return base64.RawURLEncoding.EncodeToString(append([]byte{order}, pos...))
 }
 
+// decodeCursor checks a cursor's order byte and position size (-1: any
+// size but empty) and returns its position.
 func decodeCursor(cursor string, order byte, size int) ([]byte, error) {
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(b) != 1+size || b[0] != order {
+	if err != nil || len(b) < 2 || size >= 0 && len(b) != 1+size || b[0] != order {
 		return nil, memgate.Invalid("cursor", "cursor is not one this listing returned; start again without it")
 	}
 	return b[1:], nil
@@ -71,9 +73,10 @@ func decodeCursor(cursor string, order byte, size int) ([]byte, error) {
 
 // Cursor order bytes.
 const (
-	cursorUpdated = 'u'
-	cursorCreated = 'c'
-	cursorExport  = 'e'
+	cursorUpdated   = 'u'
+	cursorCreated   = 'c'
+	cursorExport    = 'e'
+	cursorCandidate = 'k'
 )
 
 // List returns one page of memories in the asked order, narrowed by tags

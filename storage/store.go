@@ -22,11 +22,12 @@ import (
 
 // Bucket names.
 var (
-	bucketDocs     = []byte("docs")     // document number → sealed record
-	bucketIDs      = []byte("ids")      // key(id) → document number
-	bucketCreated  = []byte("created")  // created_at, origin → document number
-	bucketPostings = []byte("postings") // key(term), first document → chunk
-	bucketMeta     = []byte("meta")     // counters and the schema version
+	bucketDocs     = []byte("docs")       // document number → sealed record
+	bucketIDs      = []byte("ids")        // key(id) → document number
+	bucketCreated  = []byte("created")    // created_at, origin → document number
+	bucketPostings = []byte("postings")   // key(term), first document → chunk
+	bucketMeta     = []byte("meta")       // counters and the schema version
+	bucketCands    = []byte("candidates") // key(id) → a write awaiting approval
 )
 
 // Keys of the meta bucket.
@@ -158,7 +159,7 @@ func (s *Store) init() error {
 		return memgate.Internal(op, err)
 	case schema == nil:
 		err = s.db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta} {
+			for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta, bucketCands} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}

@@ -18,6 +18,12 @@ import (
 // otherwise it fails with version_conflict, whose details carry the current
 // version (0 when there is none).
 func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error) {
+	return s.put(ctx, w, nil)
+}
+
+// put is Put with an extra step, then, run in the same transaction after
+// the write.
+func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error) (memgate.Memory, bool, error) {
 	const op = "storage.Put"
 	w, err := w.Normalize(s.opts.MaxTextBytes)
 	if err != nil {
@@ -61,7 +67,13 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 			}
 		}
 		created = oldDoc == 0
-		return t.insert(&rec, doc, p.entries, p.length)
+		if err := t.insert(&rec, doc, p.entries, p.length); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(t)
+		}
+		return nil
 	})
 	if err != nil {
 		return memgate.Memory{}, false, memgate.AsError(op, err)
@@ -141,6 +153,7 @@ func checkVersion(want *int64, current uint64) error {
 // txn bundles the buckets of one transaction.
 type txn struct {
 	s        *Store
+	tx       *bolt.Tx
 	merged   uint64 // the merged mark: documents above it live in the tail
 	change   tailChange
 	counts   [3]int64 // memories, text bytes, terms: see count
@@ -154,6 +167,7 @@ type txn struct {
 func (s *Store) txn(tx *bolt.Tx) *txn {
 	t := &txn{
 		s:       s,
+		tx:      tx,
 		docs:    tx.Bucket(bucketDocs),
 		ids:     tx.Bucket(bucketIDs),
 		created: tx.Bucket(bucketCreated),
