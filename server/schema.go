@@ -249,7 +249,9 @@ func receiptSchema() *jsonschema.Schema {
 
 func rememberOutput() *jsonschema.Schema {
 	return output(object("", []string{"memory", "created"},
-		prop{"memory", memorySchema()}, prop{"created", &jsonschema.Schema{Type: "boolean"}}))
+		prop{"memory", memorySchema()}, prop{"created", &jsonschema.Schema{Type: "boolean"}},
+		prop{"candidate", &jsonschema.Schema{Type: "boolean",
+			Description: "true in candidate mode: the memory waits for approval (memgate candidates approve ID)"}}))
 }
 
 func getOutput() *jsonschema.Schema {

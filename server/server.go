@@ -19,7 +19,7 @@ import (
 const (
 	WriteFull      = "full"      // every tool
 	WriteReadOnly  = "read-only" // no remember, no forget
-	WriteCandidate = "candidate" // remember stores candidates; not served yet
+	WriteCandidate = "candidate" // remember stores candidates awaiting approval; no forget
 )
 
 // Tool names.
@@ -55,7 +55,8 @@ type Options struct {
 	// NamespaceArg adds the optional namespace argument to every tool and the
 	// memgate://namespace/{namespace}/memory/{id} resource template.
 	NamespaceArg bool
-	// WriteMode is WriteFull (the default, "") or WriteReadOnly.
+	// WriteMode is WriteFull (the default, ""), WriteReadOnly or
+	// WriteCandidate (the stores must then be Proposers).
 	WriteMode string
 	// MaxTextBytes bounds a memory's text (--max-memory-bytes); 0 means
 	// memgate.DefaultMaxTextBytes. It must match the stores' own bound.
@@ -92,11 +93,9 @@ func New(opts Options) (*Server, error) {
 	switch opts.WriteMode {
 	case "":
 		opts.WriteMode = WriteFull
-	case WriteFull, WriteReadOnly:
-	case WriteCandidate:
-		problems = append(problems, errors.New(`server: write mode "candidate" is not available yet; use "full" or "read-only"`))
+	case WriteFull, WriteReadOnly, WriteCandidate:
 	default:
-		problems = append(problems, fmt.Errorf("server: unknown write mode %q; use full or read-only", opts.WriteMode))
+		problems = append(problems, fmt.Errorf("server: unknown write mode %q; use full, read-only or candidate", opts.WriteMode))
 	}
 	for _, name := range opts.DisabledTools {
 		if !slices.Contains(ToolNames, name) {
@@ -123,8 +122,9 @@ func New(opts Options) (*Server, error) {
 		s.maxText = memgate.DefaultMaxTextBytes
 	}
 	for _, name := range ToolNames {
-		write := name == ToolRemember || name == ToolForget
-		s.enabled[name] = !slices.Contains(opts.DisabledTools, name) && !(write && opts.WriteMode == WriteReadOnly)
+		off := opts.WriteMode == WriteReadOnly && (name == ToolRemember || name == ToolForget) ||
+			opts.WriteMode == WriteCandidate && name == ToolForget
+		s.enabled[name] = !slices.Contains(opts.DisabledTools, name) && !off
 	}
 
 	version := opts.Version

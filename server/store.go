@@ -29,6 +29,12 @@ type Exporter interface {
 	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
 }
 
+// Proposer keeps writes as candidates awaiting a person's approval; the
+// store of a server in candidate mode must be one.
+type Proposer interface {
+	Propose(ctx context.Context, w memgate.Write) (memgate.Memory, error)
+}
+
 // Store is everything the tools need from one namespace's store. Its errors
 // should be *memgate.Error; any other error reaches the client as internal.
 type Store interface {

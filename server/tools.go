@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -203,6 +204,9 @@ func (s *Server) checkWrite(t toolDef, p *memgate.Principal) error {
 type rememberResult struct {
 	Memory  memgate.Memory `json:"memory"`
 	Created bool           `json:"created"`
+	// Candidate is set in candidate mode: the memory waits for a person's
+	// approval and is not yet seen by get or search.
+	Candidate bool `json:"candidate,omitempty"`
 }
 
 type getResult struct {
@@ -376,6 +380,19 @@ func (s *Server) parseRemember(a args) (op, error) {
 		if err := refuseSecrets(w); err != nil {
 			return nil, err
 		}
+	}
+	if s.opts.WriteMode == WriteCandidate {
+		return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+			p, ok := st.(Proposer)
+			if !ok {
+				return nil, memgate.Internal("server.remember", errors.New("store keeps no candidates"))
+			}
+			m, err := p.Propose(ctx, w)
+			if err != nil {
+				return nil, err
+			}
+			return successResult(rememberResult{Memory: wireMemory(m), Candidate: true}), nil
+		}, nil
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
 		m, created, err := st.Put(ctx, w)

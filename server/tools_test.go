@@ -204,7 +204,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{"no lease", server.Options{}, "Lease is required"},
 		{"unknown tool", server.Options{Lease: lease, DisabledTools: []string{"recall"}}, `unknown tool "recall"`},
-		{"candidate mode", server.Options{Lease: lease, WriteMode: server.WriteCandidate}, "candidate"},
 		{"unknown mode", server.Options{Lease: lease, WriteMode: "rw"}, `unknown write mode "rw"`},
 		{"negative text limit", server.Options{Lease: lease, MaxTextBytes: -1}, "MaxTextBytes"},
 	} {
@@ -278,6 +277,41 @@ func TestReadOnlyModeHidesWriters(t *testing.T) {
 	}
 	if e.srv.Enabled("remember") || !e.srv.Enabled("get") {
 		t.Fatal("Enabled disagrees with the mode")
+	}
+}
+
+func TestCandidateModeKeepsMemoriesForApproval(t *testing.T) {
+	e := newEnv(t, server.Options{WriteMode: server.WriteCandidate})
+	if got := toolNames(t, e); got != "export get list remember search stats" {
+		t.Fatalf("tools = %s", got)
+	}
+	res := e.ok("remember", `{"id":"proposal","text":"the build uses zig for cross compiles"}`)
+	if res["candidate"] != true || res["created"] != false || memoryOf(t, res)["id"] != "proposal" {
+		t.Fatalf("remember in candidate mode = %v", res)
+	}
+	if code, _ := e.fail("get", `{"id":"proposal"}`); code != "not_found" {
+		t.Fatalf("get of a candidate: %s", code)
+	}
+	if hits := e.ok("search", `{"query":"zig cross compiles"}`)["hits"].([]any); len(hits) != 0 {
+		t.Fatalf("search sees a candidate: %v", hits)
+	}
+	if code, field := e.fail("remember", `{"text":""}`); code != "invalid_argument" || field != "text" {
+		t.Fatalf("candidate mode still validates: %s %s", code, field)
+	}
+	s, release, err := e.pool.Lease(e.ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Approve(e.ctx, "proposal")
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := memoryOf(t, e.ok("get", `{"id":"proposal"}`))["text"]; got != "the build uses zig for cross compiles" {
+		t.Fatalf("approved memory = %v", got)
+	}
+	if got := e.ok("stats", "")["write_mode"]; got != "candidate" {
+		t.Fatalf("write_mode = %v", got)
 	}
 }
 
