@@ -4,11 +4,12 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 10s
 
-.PHONY: test vet unit fuzz bench-smoke bench build
+.PHONY: test vet unit e2e fuzz bench-smoke bench build
 
 ## test: everything CI runs — vet, unit tests under the race detector
-## (fuzz seed corpora included), and a short benchmark smoke run.
-test: vet unit bench-smoke
+## (fuzz seed corpora included), a short benchmark smoke run, and the
+## end-to-end suite.
+test: vet unit bench-smoke e2e
 
 vet:
 	$(GO) vet $(PKGS)
@@ -16,6 +17,13 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## e2e: the built binary driven by the official TypeScript MCP SDK client
+## (Node 20 or newer; npm ci reaches only the npm registry).
+e2e:
+	$(GO) build -o bin/memgate ./cmd/memgate
+	npm ci --prefix e2e --no-audit --no-fund
+	node --test e2e/
 
 ## fuzz: run every fuzz target for FUZZTIME each (not part of test).
 fuzz:

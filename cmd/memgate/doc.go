@@ -1,0 +1,29 @@
+// Command memgate serves a long-term memory to AI agents over the Model
+// Context Protocol, and works on its stores directly.
+//
+//	memgate serve                      stdio MCP server (the editor starts it)
+//	memgate remember [TEXT]            store a memory (TEXT or standard input)
+//	memgate get ID | forget ID         read or delete one memory
+//	memgate search [QUERY] | list      find memories
+//	memgate stats | export | import    statistics, JSON Lines out and in
+//	memgate backup FILE                consistent copy of a live store
+//	memgate candidates list|approve|reject   review --write-mode candidate
+//	memgate invoke TOOL                call a tool with JSON on standard input
+//	memgate verify | version           check the installation; print the version
+//
+// Every flag is global and has an environment variable, MEMGATE_ and the
+// flag in upper case with hyphens as underscores (--max-stores is
+// MEMGATE_MAX_STORES); a flag on the command line beats its variable, which
+// beats the default. Config holds them all; its Validate reports every
+// problem at once, each naming its flag.
+//
+// main only wires the process to run(ctx, args, getenv, stdin, stdout,
+// stderr), which tests call in-process. run reports a failure on stderr,
+// one line starting "memgate: " (a tool failure as "memgate: CODE:
+// MESSAGE"), and its error decides the exit status: 0 success, 1 failure,
+// 2 a usage or configuration error. Nothing it prints, and nothing it logs,
+// holds a memory's text, a query, an id or a token.
+//
+// This package wires storage, tenants and server together; nothing imports
+// it.
+package main

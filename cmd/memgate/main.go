@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/memgate/memgate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop() // os.Exit skips it; exiting releases the signal handlers anyway
+	os.Exit(exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)))
+}
+
+// cli is the command line: the global flags of Config, then the commands.
+//
+// Kong calls the Validate method of whatever it parses into, so it parses
+// the flags into flagSet, Config without its methods, and runCommand
+// validates the Config itself: not for the commands that use none of it.
+type cli struct {
+	Flags flagSet `embed:""`
+
+	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default transport)."`
+	Remember   rememberCmd   `cmd:"" help:"Store a memory: TEXT, or standard input when TEXT is left out."`
+	Get        getCmd        `cmd:"" help:"Print one memory."`
+	Search     searchCmd     `cmd:"" help:"Search memories by words, tags and metadata."`
+	List       listCmd       `cmd:"" help:"List one page of memories."`
+	Forget     forgetCmd     `cmd:"" help:"Delete one memory."`
+	Stats      statsCmd      `cmd:"" help:"Print the namespace's statistics and limits."`
+	Export     exportCmd     `cmd:"" help:"Write every memory as JSON Lines."`
+	Import     importCmd     `cmd:"" help:"Read memories from JSON Lines (memgate's export, or memory.jsonl)."`
+	Backup     backupCmd     `cmd:"" help:"Write a consistent copy of the store's file."`
+	Candidates candidatesCmd `cmd:"" help:"List, approve or reject the memories proposed in --write-mode candidate."`
+	Invoke     invokeCmd     `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
+	Verify     verifyCmd     `cmd:"" help:"Check this installation end to end in a temporary folder."`
+	Version    versionCmd    `cmd:"" help:"Print the version."`
+}
+
+// app is what every command runs with.
+type app struct {
+	ctx    context.Context
+	cfg    *Config
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
+}
+
+// run parses args, runs the command they name, and reports its failure, if
+// any, on stderr: one line per problem, starting "memgate: ". The error it
+// returns decides the exit status (exitCode).
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := runCommand(ctx, args, getenv, stdin, stdout, stderr)
+	if err != nil && !errors.Is(err, errHelp) {
+		report(stderr, err)
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c, kctx, err := parseArgs(args, getenv, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	cfg := Config(c.Flags)
+	switch kctx.Command() {
+	case "version", "verify": // they use none of it
+	default:
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+	}
+	a := &app{ctx: ctx, cfg: &cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr)}
+	err = kctx.Run(a)
+	a.logCause(err)
+	return err
+}
+
+// logCause logs the cause of an internal error that a command returns,
+// which the user sees only as its fixed message. (A tool's internal errors
+// reach here as a toolError, their cause already logged by the server.)
+func (a *app) logCause(err error) {
+	var e *memgate.Error
+	if errors.As(err, &e) && e.Code == memgate.CodeInternal && e.Cause != nil {
+		a.log.Error("command failed", "op", e.Op, "code", string(memgate.CodeInternal), "cause", e.Cause.Error())
+	}
+}
+
+// parseArgs reads the command line and the environment (through getenv)
+// into a cli; the Config in it is not validated yet. Help goes to stdout.
+func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writer) (*cli, *kong.Context, error) {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("memgate"),
+		kong.Description("memgate: a long-term memory for AI agents over MCP."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) { panic(errHelp) }),
+		kong.Resolvers(envResolver(getenv)),
+		kong.PostBuild(documentEnv),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		return nil, nil, err // a mistake in cli's tags
+	}
+	kctx, err := parse(parser, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &c, kctx, nil
+}
+
+// errHelp ends a run that printed help, with status 0.
+var errHelp = errors.New("help printed")
+
+// parse parses args; --help prints help and returns errHelp.
+func parse(parser *kong.Kong, args []string) (kctx *kong.Context, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errHelp {
+				panic(r)
+			}
+			kctx, err = nil, errHelp
+		}
+	}()
+	if len(args) == 0 {
+		args = []string{"--help"}
+	}
+	kctx, err = parser.Parse(args)
+	if err != nil {
+		return nil, usageError{errors.New(redactParseError(err.Error()))}
+	}
+	return kctx, nil
+}
+
+// usageError is a command line or configuration that cannot run: status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// toolError is a tool's error envelope: status 1. Code and Message are what
+// the envelope says, which never holds a memory's text, id or query.
+type toolError struct {
+	Code    memgate.Code
+	Message string
+}
+
+func (e *toolError) Error() string { return string(e.Code) + ": " + e.Message }
+
+// verifyError is a failed verify, already reported on stdout: status 1.
+type verifyError struct{ step string }
+
+func (e *verifyError) Error() string { return "verify failed at " + e.step }
+
+// exitCode maps the error of run to the process's exit status: 0 for none
+// (and for help), 2 for a usage error, 1 for anything else.
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// report writes err on w, one line per problem. A memgate error shows its
+// code and client-safe message, never its cause (the log has that).
+func report(w io.Writer, err error) {
+	var (
+		te *toolError
+		me *memgate.Error
+		ve *verifyError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return // verify printed its own line
+	case errors.As(err, &te):
+		fmt.Fprintf(w, "memgate: %s: %s\n", te.Code, oneLine(te.Message))
+	case errors.As(err, &me):
+		e := me
+		if e.Code == memgate.CodeInternal || e.Code == "" {
+			fmt.Fprintf(w, "memgate: %s: %s\n", memgate.CodeInternal, memgate.InternalMessage)
+			return
+		}
+		fmt.Fprintf(w, "memgate: %s: %s\n", e.Code, oneLine(e.Message))
+	default:
+		for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+			fmt.Fprintf(w, "memgate: %s\n", line)
+		}
+	}
+}
+
+var (
+	// strayArg is a word of the command line that kong quotes back.
+	strayArg = regexp.MustCompile(`(unexpected (?:flag )?argument|unexpected token|got) .*`)
+	// unknownFlag is kong's "unknown flag --x"; a name that is not a flag's
+	// shape may be a memory's text that begins with dashes.
+	unknownFlag = regexp.MustCompile(`unknown flag (.+?)(, did you mean .*)?$`)
+	flagShape   = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9-]*$`)
+)
+
+// redactParseError returns kong's message without the values it quotes
+// from the command line, any of which may be a memory's text, an id or a
+// query: it keeps what went wrong and which flag, and drops what was typed.
+func redactParseError(msg string) string {
+	if i := strings.Index(msg, "; perhaps try"); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strayArg.ReplaceAllStringFunc(msg, func(m string) string {
+		switch {
+		case strings.HasPrefix(m, "got"):
+			return "got a value it cannot read"
+		case strings.HasPrefix(m, "unexpected token"):
+			return "unexpected token"
+		case strings.HasPrefix(m, "unexpected flag argument"):
+			return "unexpected flag argument"
+		}
+		return "unexpected argument (a command takes at most the arguments its help lists; quote text with spaces)"
+	})
+	return unknownFlag.ReplaceAllStringFunc(msg, func(m string) string {
+		if flagShape.MatchString(unknownFlag.FindStringSubmatch(m)[1]) {
+			return m
+		}
+		return "unknown flag (an argument that starts with - is read as a flag; put -- before it)"
+	})
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

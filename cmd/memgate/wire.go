@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
+)
+
+// closeGrace bounds the wait, at the end of a command, for running calls
+// to release their stores before the pool flushes and closes them.
+const closeGrace = 10 * time.Second
+
+// resolver is the namespace policy of the configuration. The project
+// strategy reads its folder (--project-dir, else the working directory)
+// once, here.
+func (a *app) resolver() (*tenants.Resolver, error) {
+	strategy, err := tenants.ParseStrategy(a.cfg.NamespaceStrategy)
+	if err != nil {
+		return nil, usageError{errors.New("--namespace-strategy: must be fixed or project")}
+	}
+	r := &tenants.Resolver{Strategy: strategy, Default: memgate.Namespace(a.cfg.Namespace), AllowArg: a.cfg.NamespaceArg}
+	if strategy == tenants.Project {
+		dir := a.cfg.ProjectDir
+		if dir == "" {
+			if dir, err = os.Getwd(); err != nil {
+				return nil, fmt.Errorf("--namespace-strategy project: the working directory: %w", err)
+			}
+		} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			// An editor that does not expand ${workspaceFolder} passes it as is.
+			return nil, usageError{errors.New("--project-dir: not a folder")}
+		}
+		if r.Default, err = tenants.ProjectNamespace(dir); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// openPool opens the pool of stores in the data folder. The caller closes
+// it with closePool.
+func (a *app) openPool() (*tenants.Pool, error) {
+	return tenants.NewPool(tenants.Options{
+		Dir:         a.cfg.DataDir,
+		MaxStores:   a.cfg.MaxStores,
+		IdleTimeout: a.cfg.StoreIdleTimeout,
+		Store:       storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log},
+		Logger:      a.log,
+	})
+}
+
+// closePool flushes and closes every store, with a deadline of its own: the
+// command's context may already be cancelled by a signal.
+func (a *app) closePool(pool *tenants.Pool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), closeGrace)
+	defer cancel()
+	if err := pool.Close(ctx); err != nil {
+		a.log.Error("closing the stores failed", "op", "cmd.close", "error", err)
+		return memgate.Internal("cmd.close", err)
+	}
+	return nil
+}
+
+// newServer returns the MCP server of the configuration on pool.
+func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server, error) {
+	srv, err := server.New(server.Options{
+		Lease:         server.LeaseOf(pool.Lease),
+		Resolve:       r.Resolve,
+		Logger:        a.log,
+		DisabledTools: a.cfg.DisableTool,
+		NamespaceArg:  a.cfg.NamespaceArg,
+		WriteMode:     a.cfg.WriteMode,
+		MaxTextBytes:  a.cfg.MaxMemoryBytes,
+		AllowSecrets:  a.cfg.AllowSecrets,
+		Version:       moduleVersion(),
+	})
+	if err != nil {
+		return nil, usageError{err} // Config.Validate let through what server refuses
+	}
+	return srv, nil
+}
+
+// withServer runs fn with a server on a pool of the configuration, and
+// closes the pool afterwards.
+func (a *app) withServer(fn func(srv *server.Server) error) (err error) {
+	r, err := a.resolver()
+	if err != nil {
+		return err
+	}
+	pool, err := a.openPool()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := a.closePool(pool); err == nil {
+			err = cerr
+		}
+	}()
+	srv, err := a.newServer(pool, r)
+	if err != nil {
+		return err
+	}
+	return fn(srv)
+}
+
+// withStore runs fn with the store of the configured namespace, leased from
+// a pool that is closed afterwards.
+func (a *app) withStore(fn func(st *storage.Store, ns memgate.Namespace) error) (err error) {
+	r, err := a.resolver()
+	if err != nil {
+		return err
+	}
+	ns, err := r.Resolve(nil, "")
+	if err != nil {
+		return err
+	}
+	pool, err := a.openPool()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := a.closePool(pool); err == nil {
+			err = cerr
+		}
+	}()
+	st, release, err := pool.Lease(a.ctx, ns)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(st, ns)
+}
+
+// call runs one tool exactly as tools/call would and returns its result.
+// A protocol error (an unknown or disabled tool, arguments that are not an
+// object) is a usage error.
+func call(ctx context.Context, srv *server.Server, tool string, args []byte) (*mcp.CallToolResult, error) {
+	res, err := srv.Call(ctx, tool, args)
+	var rpc *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpc):
+		if !srv.Enabled(tool) {
+			return nil, usageError{fmt.Errorf("%s is not a tool this server offers (unknown, disabled, or not in this write mode)", tool)}
+		}
+		return nil, usageError{errors.New(rpc.Message)}
+	case err != nil:
+		return nil, err
+	}
+	return res, nil
+}
+
+// resultError returns the toolError of a failed result, nil for a success.
+func resultError(res *mcp.CallToolResult) error {
+	if !res.IsError {
+		return nil
+	}
+	var env struct {
+		Error struct {
+			Code    memgate.Code `json:"code"`
+			Message string       `json:"message"`
+		} `json:"error"`
+	}
+	if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &env) != nil || env.Error.Code == "" {
+		return &toolError{Code: memgate.CodeInternal, Message: memgate.InternalMessage}
+	}
+	return &toolError{Code: env.Error.Code, Message: env.Error.Message}
+}
+
+// encodeJSON returns v as one line of JSON, with <, > and & as they are.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// printJSON writes v on stdout as one line of JSON.
+func (a *app) printJSON(v any) error {
+	b, err := encodeJSON(v)
+	if err != nil {
+		return memgate.Internal("cmd.print", err)
+	}
+	_, err = a.stdout.Write(b)
+	return err
+}
