@@ -33,9 +33,11 @@ fuzz:
 	  done; \
 	done
 
-## bench-smoke: the engine harness on a small synthetic store, to prove it runs.
+## bench-smoke: the harnesses on small synthetic data, to prove they run
+## (and that nothing fails under churn); their figures mean nothing.
 bench-smoke:
 	$(GO) run ./bench/engine -smoke
+	$(GO) run ./bench/pool -smoke
 
 ## bench: the engine figures of docs/PERFORMANCE.md (needs bench/datasets.sh first).
 bench:

@@ -103,6 +103,9 @@ func run(c config, out io.Writer) error {
 	fmt.Fprintf(out, "| lease miss (evict + open) p50 / p99 | %.2f ms / %.2f ms | ≤ 3 ms / ≤ 20 ms | %s |\n", churn.missP50/1000, churn.missP99/1000, ok(churn.missP50 <= 3000 && churn.missP99 <= 20000))
 	fmt.Fprintf(out, "| misses, too_many_stores, errors | %d, %d, %d | 0 errors | %s |\n", churn.misses, churn.refused, churn.errors, ok(churn.errors == 0))
 	fmt.Fprintf(out, "| peak memory (VmHWM) under churn, seeding included | %.0f MB | ≤ 150 MB | %s |\n", churn.hwmMB, ok(churn.hwmMB <= 150))
+	if churn.errors+hot.errors > 0 {
+		return fmt.Errorf("%d operations failed with an error other than too_many_stores", churn.errors+hot.errors)
+	}
 	return nil
 }
 
