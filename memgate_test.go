@@ -111,3 +111,16 @@ func FuzzNormalizeMetadata(f *testing.F) {
 		}
 	})
 }
+
+func TestMetadataSizeCountsCharactersAsWritten(t *testing.T) {
+	// 8 bytes of {"k":""} and 8184 of value: exactly 8192, with characters
+	// that JSON may HTML-escape.
+	at := map[string]any{"k": strings.Repeat("<", 8184)}
+	if _, err := memgate.NormalizeMetadata("metadata", at); err != nil {
+		t.Fatalf("8192 bytes: %v", err)
+	}
+	over := map[string]any{"k": strings.Repeat("&", 8185)}
+	if _, err := memgate.NormalizeMetadata("metadata", over); memgate.ErrorCode(err) != memgate.CodeInvalidArgument {
+		t.Fatalf("8193 bytes: %v", err)
+	}
+}

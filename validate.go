@@ -1,6 +1,7 @@
 package memgate
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -150,11 +151,15 @@ func NormalizeMetadata(field string, md map[string]any) (map[string]any, error) 
 		out[k] = nv
 	}
 	if len(out) > 0 {
-		b, err := json.Marshal(out)
-		if err != nil {
+		// Measured as compact JSON without HTML escaping: "<" counts one
+		// byte, as a client writes it, not six.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
 			return nil, Invalid(field, "metadata must be encodable as JSON")
 		}
-		if len(b) > MaxMetadataBytes {
+		if buf.Len()-1 > MaxMetadataBytes { // Encode adds a newline
 			return nil, Invalid(field, "metadata must be at most %d bytes as JSON", MaxMetadataBytes)
 		}
 	}

@@ -48,11 +48,14 @@ const secretWindow = 1024
 
 var secretRules = []secretRule{
 	// A key block: the armour line and a body of base64, perhaps after
-	// "Proc-Type:"-style header lines. The armour line alone, as in code that
-	// parses PEM, is not a key.
+	// "Proc-Type:"-style header lines, with real line breaks, spaces, or
+	// "\n" escapes as in a JSON service-account file; or the armour line
+	// and its END line, whatever lies between. The armour line alone, as in
+	// code that parses PEM, is not a key.
 	{kind: SecretPrivateKey, prefixes: []string{"-----BEGIN "},
-		re: regexp.MustCompile(`^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[ \t]*\r?\n` +
-			`(?:[A-Za-z-]+:[^\n]*\n)*\s*[A-Za-z0-9+/=\r\n]{40}`)},
+		re: regexp.MustCompile(`^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----` +
+			`(?:(?:[ \t\r\n]|\\[rn])+(?:[A-Za-z-]+:[^\n\\]*(?:\n|\\n))*(?:(?:[ \t\r\n]|\\[rn])*[A-Za-z0-9+/=]){16}` +
+			`|[\s\S]{0,900}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)`)},
 	{kind: SecretAWSAccessKey, prefixes: []string{"AKIA", "ASIA"}, notAfter: alnum,
 		re: regexp.MustCompile(`^(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`)},
 	{kind: SecretGoogleAPIKey, prefixes: []string{"AIza"}, notAfter: tokenChars,

@@ -191,6 +191,7 @@ func checkLine(line []byte) (*jsonrpc.Response, bool) {
 		Version json.RawMessage `json:"jsonrpc"`
 		ID      any             `json:"id"`
 		Method  json.RawMessage `json:"method"`
+		Params  json.RawMessage `json:"params"`
 	}
 	invalid := &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: not a JSON-RPC 2.0 message"}}
@@ -208,6 +209,19 @@ func checkLine(line []byte) (*jsonrpc.Response, bool) {
 		return invalid, false
 	case msg.Method == nil && !id.IsValid():
 		return invalid, false
+	case id.IsValid() && needsParams[string(msg.Method)] && !paramsObject(msg.Params):
+		// The SDK would answer -32600; memgate's contract for a malformed
+		// call is -32602.
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "invalid params: this method needs its params object"}}, false
 	}
 	return nil, msg.Method != nil && id.IsValid()
+}
+
+// needsParams lists the methods whose call is malformed without params.
+var needsParams = map[string]bool{`"tools/call"`: true, `"resources/read"`: true, `"prompts/get"`: true}
+
+func paramsObject(p json.RawMessage) bool {
+	p = bytes.TrimSpace(p)
+	return len(p) > 0 && p[0] == '{'
 }

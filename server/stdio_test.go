@@ -103,6 +103,8 @@ func TestRunStdioSurvivesBadLines(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":7}`,
 		`"a string"`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":"remember"}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":null}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
 	}, "\n") + "\n"
 	var out syncBuffer
@@ -133,7 +135,7 @@ func TestRunStdioSurvivesBadLines(t *testing.T) {
 		}
 		got[mustJSON(t, m.ID)] += code
 	}
-	want := map[string]int64{"1": 0, "null": -32700*2 + -32600*2, "3": -32600, "5": -32600, "6": -32602, "7": 0}
+	want := map[string]int64{"1": 0, "null": -32700*2 + -32600*2, "3": -32600, "5": -32600, "6": -32602, "7": 0, "8": -32602, "9": -32602}
 	if mustJSON(t, got) != mustJSON(t, want) {
 		t.Fatalf("answers by id: %v, want %v\n%s", got, want, out.String())
 	}

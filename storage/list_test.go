@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,7 @@ func TestListArguments(t *testing.T) {
 		{"a bad order is refused", memgate.ListQuery{Order: "random"}, "order"},
 		{"a forged cursor is refused", memgate.ListQuery{Cursor: "not-a-cursor"}, "cursor"},
 		{"a cursor of another order is refused", memgate.ListQuery{Cursor: encodeCursor(cursorUpdated, u64(1)), Order: memgate.OrderCreatedAsc}, "cursor"},
+		{"an ascending cursor is refused for a descending listing", memgate.ListQuery{Cursor: encodeCursor(cursorCreated, make([]byte, 16)), Order: memgate.OrderCreatedDesc}, "cursor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.List(ctx, tc.q)
@@ -274,7 +276,10 @@ func TestStatsCountsBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Count != 2 || st.Bytes != 9 || st.StoreBytes <= 0 {
+	if st.Count != 2 || st.Bytes != 9 {
 		t.Fatalf("stats = %+v, want count 2, bytes 9", st)
+	}
+	if fi, err := os.Stat(s.Path()); err != nil || st.StoreBytes != fi.Size() {
+		t.Fatalf("store_bytes = %d, the file holds %v (%v)", st.StoreBytes, fi.Size(), err)
 	}
 }

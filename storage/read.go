@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"os"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,10 +50,17 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		meta := tx.Bucket(bucketMeta)
 		st.Count = int64(getU64(meta, metaCount))
 		st.Bytes = int64(getU64(meta, metaBytes))
-		st.StoreBytes = tx.Size()
 		return nil
 	})
-	return st, memgate.Wrap(op, err)
+	if err != nil {
+		return st, memgate.Wrap(op, err)
+	}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return st, memgate.Internal(op, err)
+	}
+	st.StoreBytes = fi.Size()
+	return st, nil
 }
 
 // Cursors are opaque to clients: an order byte and a position, in base64.
@@ -73,10 +81,11 @@ func decodeCursor(cursor string, order byte, size int) ([]byte, error) {
 
 // Cursor order bytes.
 const (
-	cursorUpdated   = 'u'
-	cursorCreated   = 'c'
-	cursorExport    = 'e'
-	cursorCandidate = 'k'
+	cursorUpdated     = 'u'
+	cursorCreated     = 'c'
+	cursorCreatedDesc = 'd'
+	cursorExport      = 'e'
+	cursorCandidate   = 'k'
 )
 
 // List returns one page of memories in the asked order, narrowed by tags
@@ -113,7 +122,10 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 	var after []byte
 	if q.Cursor != "" {
 		order, size := byte(cursorUpdated), 8
-		if created {
+		switch {
+		case created && desc:
+			order, size = cursorCreatedDesc, 16
+		case created:
 			order, size = cursorCreated, 16
 		}
 		if after, err = decodeCursor(q.Cursor, order, size); err != nil {
@@ -132,7 +144,10 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			return err
 		}
 		b, order := t.docs, byte(cursorUpdated)
-		if created {
+		switch {
+		case created && desc:
+			b, order = t.created, cursorCreatedDesc
+		case created:
 			b, order = t.created, cursorCreated
 		}
 		c := b.Cursor()

@@ -83,12 +83,14 @@ func NewPool(opts Options) (*Pool, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	stores := filepath.Join(opts.Dir, "stores")
-	if err := os.MkdirAll(stores, 0o700); err != nil {
-		return nil, memgate.Internal(op, err)
+	err := os.MkdirAll(stores, 0o700)
+	var root *os.Root
+	if err == nil {
+		root, err = os.OpenRoot(stores)
 	}
-	root, err := os.OpenRoot(stores)
 	if err != nil {
-		return nil, memgate.Internal(op, err)
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+			Message: "the data folder cannot be created or opened; check --data-dir and its permissions"}
 	}
 	// The LRU's own bound is never reached: the pool evicts by itself, and
 	// only idle stores.

@@ -398,3 +398,17 @@ func TestPoolMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestUnusableDataFolderIsUnavailable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewPool(Options{Dir: file})
+	if memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("NewPool over a file: %v, want unavailable", err)
+	}
+	if e := err.(*memgate.Error); strings.Contains(e.Message, file) {
+		t.Fatal("the message must not hold the path")
+	}
+}
