@@ -229,14 +229,8 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}
-	s, err := storage.Open(filepath.Join(p.stores, file), p.opts.Store)
-	if err != nil {
-		if memgate.ErrorCode(err) != memgate.CodeStoreLocked {
-			p.log.Error("store open failed", "op", op, "namespace", name, "error", err)
-		}
-		return nil, err
-	}
-	return s, nil
+	// A failure goes back to the caller, which logs it once.
+	return storage.Open(filepath.Join(p.stores, file), p.opts.Store)
 }
 
 // closeEntry closes a store that has left the LRU, then lets waiters for its

@@ -243,14 +243,29 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func TestAnInternalErrorShowsItsCauseOnlyInTheLog(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stores", "default", "memgate.db")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Repeat("not a store ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := mg(t, env{}, "", "stats", "--data-dir", dir)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "level=ERROR") ||
+		lines[1] != "memgate: internal: internal error; the server log has the cause" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestAnUnusableDataFolderSaysSo(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := mg(t, env{}, "", "stats", "--data-dir", filepath.Join(file, "data"))
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	if r.code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "not a directory") ||
-		lines[1] != "memgate: internal: internal error; the server log has the cause" {
+	if r.code != 1 || !strings.Contains(r.stderr, "memgate: unavailable: the data folder cannot be created") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
