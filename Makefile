@@ -38,6 +38,7 @@ fuzz:
 bench-smoke:
 	$(GO) run ./bench/engine -smoke
 	$(GO) run ./bench/pool -smoke
+	$(GO) run ./bench/stdio -smoke
 
 ## bench: the engine figures of docs/PERFORMANCE.md (needs bench/datasets.sh first).
 bench:
