@@ -146,26 +146,27 @@ func (a args) integer(name string, min, max int64) (int64, bool, error) {
 	if c := v[0]; c != '-' && (c < '0' || c > '9') {
 		return 0, false, memgate.Invalid(name, "%s must be an integer", name)
 	}
-	outOfRange := memgate.Invalid(name, "%s must be an integer from %d to %d", name, min, max)
+	// The errors are made only when needed: this is on every call's path.
+	outOfRange := func() error { return memgate.Invalid(name, "%s must be an integer from %d to %d", name, min, max) }
 	s := string(v)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return 0, false, outOfRange
+			return 0, false, outOfRange()
 		}
 		f, ferr := strconv.ParseFloat(s, 64)
 		switch {
 		case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
 			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
 		case math.IsInf(f, 0) || math.Abs(f) >= 1<<63:
-			return 0, false, outOfRange
+			return 0, false, outOfRange()
 		case f != math.Trunc(f):
 			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
 		}
 		n = int64(f)
 	}
 	if n < min || n > max {
-		return 0, false, outOfRange
+		return 0, false, outOfRange()
 	}
 	return n, true, nil
 }
@@ -177,13 +178,13 @@ func (a args) strings(name string, maxItems int) ([]string, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	notList := memgate.Invalid(name, "%s must be an array of strings", name)
+	notList := func() error { return memgate.Invalid(name, "%s must be an array of strings", name) }
 	if v[0] != '[' {
-		return nil, false, notList
+		return nil, false, notList()
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(v, &items); err != nil {
-		return nil, false, notList
+		return nil, false, notList()
 	}
 	if len(items) > maxItems {
 		return nil, false, memgate.Invalid(name, "%s may hold at most %d items", name, maxItems)
@@ -191,7 +192,7 @@ func (a args) strings(name string, maxItems int) ([]string, bool, error) {
 	out := make([]string, len(items))
 	for i, item := range items {
 		if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &out[i]) != nil {
-			return nil, false, notList
+			return nil, false, notList()
 		}
 	}
 	return out, true, nil
@@ -205,21 +206,23 @@ func (a args) flatObject(name string) (map[string]any, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	notObject := memgate.Invalid(name, "%s must be an object", name)
-	notFlat := memgate.Invalid(name, "%s values must be a string, a number, a boolean or null", name)
+	notObject := func() error { return memgate.Invalid(name, "%s must be an object", name) }
+	notFlat := func() error {
+		return memgate.Invalid(name, "%s values must be a string, a number, a boolean or null", name)
+	}
 	if v[0] != '{' {
-		return nil, false, notObject
+		return nil, false, notObject()
 	}
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil {
-		return nil, false, notObject
+		return nil, false, notObject()
 	}
 	out := map[string]any{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, false, notObject
+			return nil, false, notObject()
 		}
 		key, _ := tok.(string)
 		if _, dup := out[key]; dup {
@@ -227,20 +230,20 @@ func (a args) flatObject(name string) (map[string]any, bool, error) {
 		}
 		val, err := dec.Token()
 		if err != nil {
-			return nil, false, notObject
+			return nil, false, notObject()
 		}
 		switch x := val.(type) {
 		case json.Delim:
-			return nil, false, notFlat
+			return nil, false, notFlat()
 		case string:
 			if !utf8.ValidString(x) {
-				return nil, false, notFlat
+				return nil, false, notFlat()
 			}
 			out[key] = x
 		case json.Number:
 			f, err := x.Float64()
 			if err != nil {
-				return nil, false, notFlat
+				return nil, false, notFlat()
 			}
 			out[key] = f
 		default: // bool or nil
