@@ -19,8 +19,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/corpus"
+	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
 )
 
@@ -121,7 +120,7 @@ func run(c config, out io.Writer) error {
 	log := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
 	log("fsync floor…")
-	f.FsyncStartUS = fsyncFloor(dir)
+	f.FsyncStartUS = measure.FsyncFloor(dir)
 
 	log("durable writes: bbolt one put per commit vs memgate, %d rounds interleaved…", c.rounds)
 	var raw, seq, seqP50, conc []float64
@@ -138,7 +137,7 @@ func run(c config, out io.Writer) error {
 		}
 		conc = append(conc, rate)
 	}
-	f.BboltTxPerSec, f.SeqWritesPerSec, f.SeqP50US, f.ConcWritesPerSec = median(raw), median(seq), median(seqP50), median(conc)
+	f.BboltTxPerSec, f.SeqWritesPerSec, f.SeqP50US, f.ConcWritesPerSec = measure.Median(raw), measure.Median(seq), measure.Median(seqP50), measure.Median(conc)
 
 	largePath := filepath.Join(dir, "import", storage.FileName)
 	log("import of %d memories…", len(mems))
@@ -178,7 +177,7 @@ func run(c config, out io.Writer) error {
 	if f.ColdOpenSearchMS, err = coldOpen(largePath, mems, c.coldRuns); err != nil {
 		return err
 	}
-	f.FsyncEndUS = fsyncFloor(dir)
+	f.FsyncEndUS = measure.FsyncFloor(dir)
 	report(out, f)
 	if c.jsonOut != "" {
 		b, _ := json.MarshalIndent(f, "", "  ")
@@ -207,41 +206,6 @@ func synthetic(n int) []memgate.Write {
 		out[i] = memgate.Write{Text: text, Tags: []string{fmt.Sprint("g", i%7)}}
 	}
 	return out
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
-func percentile(d []time.Duration, p float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(p * float64(len(s)-1))
-	return float64(s[i].Nanoseconds()) / 1e3
-}
-
-// fsyncFloor is the p50 of a 4 KiB overwrite followed by fdatasync, in µs.
-func fsyncFloor(dir string) float64 {
-	f, err := os.CreateTemp(dir, "fsync-*")
-	if err != nil {
-		return 0
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 4096)
-	var d []time.Duration
-	for range 300 {
-		start := time.Now()
-		f.WriteAt(buf, 0)
-		unix.Fdatasync(int(f.Fd()))
-		d = append(d, time.Since(start))
-	}
-	return percentile(d, 0.5)
 }
 
 // bboltRate is bbolt's own rate of one 800-byte put per durable commit.
@@ -288,7 +252,7 @@ func sequential(path string, mems []memgate.Write, n int) (float64, float64, err
 		}
 		lat = append(lat, time.Since(t))
 	}
-	return float64(n) / time.Since(start).Seconds(), percentile(lat, 0.5), nil
+	return float64(n) / time.Since(start).Seconds(), measure.Percentile(lat, 0.5), nil
 }
 
 // concurrent puts n memories from w writers at once.
@@ -342,7 +306,7 @@ func load(path string, mems []memgate.Write) (float64, float64, float64, error) 
 	}
 	rate := float64(len(mems)) / time.Since(start).Seconds()
 	q := len(lat) / 4
-	return percentile(lat[:q], 0.5), percentile(lat[len(lat)-q:], 0.5), rate, nil
+	return measure.Percentile(lat[:q], 0.5), measure.Percentile(lat[len(lat)-q:], 0.5), rate, nil
 }
 
 // importAll imports every memory from memgate's JSON Lines form, with ids
@@ -426,7 +390,7 @@ func recall(path string, mems []memgate.Write, n int) ([]searchClass, error) {
 				ranks = append(ranks, corpus.Rank(hits, fmt.Sprint("m", q.Target)))
 			}
 		}
-		sc := searchClass{Name: cl.name, P50US: percentile(lat, 0.5), P99US: percentile(lat, 0.99)}
+		sc := searchClass{Name: cl.name, P50US: measure.Percentile(lat, 0.5), P99US: measure.Percentile(lat, 0.99)}
 		if len(ranks) > 0 {
 			sc.Success5, sc.MRR = corpus.SuccessRate(5, ranks), corpus.MRR(ranks)
 		}
@@ -457,7 +421,7 @@ func coldOpen(path string, mems []memgate.Write, runs int) (float64, error) {
 			return 0, err
 		}
 	}
-	return median(d), nil
+	return measure.Median(d), nil
 }
 
 func dropCache(path string) error {

@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -18,13 +17,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
@@ -78,14 +77,14 @@ func run(c config, out io.Writer) error {
 		}
 		pprof.StartCPUProfile(f)
 	}
-	churn, err := measure(dir, c, c.maxStores)
+	churn, err := load(dir, c, c.maxStores)
 	if c.profile != "" {
 		pprof.StopCPUProfile()
 	}
 	if err != nil {
 		return err
 	}
-	hot, err := measure(dir, c, c.spaces) // every store fits: after warm-up, all hits
+	hot, err := load(dir, c, c.spaces) // every store fits: after warm-up, all hits
 	if err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ type result struct {
 	hwmMB                            float64
 }
 
-func measure(dir string, c config, maxStores int) (result, error) {
+func load(dir string, c config, maxStores int) (result, error) {
 	pool, err := tenants.NewPool(tenants.Options{Dir: dir, MaxStores: maxStores})
 	if err != nil {
 		return result{}, err
@@ -215,34 +214,10 @@ func measure(dir string, c config, maxStores int) (result, error) {
 	stop.Store(true)
 	wg.Wait()
 	r := result{rate: float64(ops.Load()) / time.Since(start).Seconds(), refused: refused.Load(), errors: errs.Load(), misses: misses.Load()}
-	r.hitP50, r.hitP99 = pct(hits, 0.5), pct(hits, 0.99)
-	r.missP50, r.missP99 = pct(miss, 0.5), pct(miss, 0.99)
-	r.hwmMB = vmHWM()
+	r.hitP50, r.hitP99 = measure.Percentile(hits, 0.5), measure.Percentile(hits, 0.99)
+	r.missP50, r.missP99 = measure.Percentile(miss, 0.5), measure.Percentile(miss, 0.99)
+	if u, err := measure.ReadUsage("self"); err == nil {
+		r.hwmMB = float64(u.HWMKB) / 1024
+	}
 	return r, nil
-}
-
-func pct(d []time.Duration, p float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	slices.Sort(d)
-	return float64(d[int(p*float64(len(d)-1))].Nanoseconds()) / 1e3
-}
-
-// vmHWM is this process's peak resident memory in MB.
-func vmHWM() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return 0
 }

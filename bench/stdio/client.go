@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -236,52 +235,4 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
-}
-
-// usage is what /proc says about a process: CPU time (user + system) and
-// peak resident memory.
-type usage struct {
-	CPU   time.Duration
-	HWMKB int64
-}
-
-// clockTick is USER_HZ, 100 on every Linux this runs on.
-const clockTick = 100
-
-// readUsage reads /proc/PID/stat (utime, stime) and /proc/PID/status
-// (VmHWM).
-func readUsage(pid int) (usage, error) {
-	var u usage
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return u, err
-	}
-	// The command name, field 2, may hold spaces: count from after its ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return u, errors.New("unreadable /proc stat")
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return u, errors.New("short /proc stat")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err := errors.Join(err1, err2); err != nil {
-		return u, err
-	}
-	u.CPU = time.Duration(utime+stime) * time.Second / clockTick
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return u, err
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) > 0 {
-				u.HWMKB, _ = strconv.ParseInt(fs[0], 10, 64)
-			}
-		}
-	}
-	return u, nil
 }

@@ -48,14 +48,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/corpus"
+	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
 )
 
@@ -222,7 +222,7 @@ func run(c config, out io.Writer) error {
 		return err
 	}
 	f := figures{Corpus: name, GoVersion: runtime.Version()}
-	f.FsyncStartUS = fsyncFloor(dir)
+	f.FsyncStartUS = measure.FsyncFloor(dir)
 	if want["recall"] {
 		logf("recall: load %d memories, then %d rounds of %d search + %d noop…", c.n, c.rounds, c.queries, c.queries)
 		r, err := recall(c, dir, mems[:min(c.n, len(mems))])
@@ -238,7 +238,7 @@ func run(c config, out io.Writer) error {
 		}
 		f.Writes, f.Notes = w, append(f.Notes, notes...)
 	}
-	f.FsyncEndUS = fsyncFloor(dir)
+	f.FsyncEndUS = measure.FsyncFloor(dir)
 	report(out, f)
 	if c.jsonOut != "" {
 		b, _ := json.MarshalIndent(f, "", "  ")
@@ -334,7 +334,7 @@ func recall(c config, dir string, mems []memgate.Write) (*recallF, error) {
 	if profile != "" && c.phase == "load" {
 		ch.signal(syscall.SIGUSR1)
 	}
-	u0, _ := readUsage(ch.pid())
+	u0, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	ids := make([]string, len(mems))
 	lat := make([]time.Duration, len(mems))
 	start := time.Now()
@@ -344,13 +344,13 @@ func recall(c config, dir string, mems []memgate.Write) (*recallF, error) {
 		}
 	}
 	r.LoadPerSec = float64(len(mems)) / time.Since(start).Seconds()
-	u1, _ := readUsage(ch.pid())
+	u1, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	if profile != "" && c.phase == "load" {
 		ch.signal(syscall.SIGUSR2)
 	}
 	q := len(lat) / 4
-	r.LoadQ1P50US, r.LoadQ4P50US = percentile(lat[:q], 0.5), percentile(lat[len(lat)-q:], 0.5)
-	r.LoadCPUUS = us(u1.CPU-u0.CPU) / float64(len(mems))
+	r.LoadQ1P50US, r.LoadQ4P50US = measure.Percentile(lat[:q], 0.5), measure.Percentile(lat[len(lat)-q:], 0.5)
+	r.LoadCPUUS = measure.US(u1.CPU-u0.CPU) / float64(len(mems))
 
 	// Warm-up, not measured: a few searches and noop calls.
 	for _, qq := range corpus.KnownItem(mems, 3, 100, c.seed+1000) {
@@ -373,7 +373,7 @@ func recall(c config, dir string, mems []memgate.Write) (*recallF, error) {
 		sLat := make([]time.Duration, 0, len(queries))
 		nLat := make([]time.Duration, 0, len(queries))
 		ranks := make([]int, 0, len(queries))
-		u0, _ := readUsage(ch.pid())
+		u0, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 		for _, qq := range queries {
 			hits, d, err := searchTimed(ch, qq.Text, c.limit)
 			if err != nil {
@@ -389,24 +389,24 @@ func recall(c config, dir string, mems []memgate.Write) (*recallF, error) {
 			nLat = append(nLat, d)
 			r.NoopBytes = ch.lastBytes
 		}
-		u1, _ := readUsage(ch.pid())
-		s50, n50 := percentile(sLat, 0.5), percentile(nLat, 0.5)
-		sP50, sP99 = append(sP50, s50), append(sP99, percentile(sLat, 0.99))
-		nP50, nP99 = append(nP50, n50), append(nP99, percentile(nLat, 0.99))
+		u1, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
+		s50, n50 := measure.Percentile(sLat, 0.5), measure.Percentile(nLat, 0.5)
+		sP50, sP99 = append(sP50, s50), append(sP99, measure.Percentile(sLat, 0.99))
+		nP50, nP99 = append(nP50, n50), append(nP99, measure.Percentile(nLat, 0.99))
 		diff = append(diff, s50-n50)
-		cpu = append(cpu, us(u1.CPU-u0.CPU)/float64(len(queries)))
+		cpu = append(cpu, measure.US(u1.CPU-u0.CPU)/float64(len(queries)))
 		succ, mrr = append(succ, corpus.SuccessRate(5, ranks)), append(mrr, corpus.MRR(ranks))
 		logf("  round %d: search p50 %.0f µs, noop p50 %.0f µs", round+1, s50, n50)
 	}
 	if profile != "" && c.phase == "recall" {
 		ch.signal(syscall.SIGUSR2)
 	}
-	u2, _ := readUsage(ch.pid())
+	u2, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	r.HWMKB = u2.HWMKB
-	r.SearchP50US, r.SearchP99US = median(sP50), median(sP99)
-	r.NoopP50US, r.NoopP99US = median(nP50), median(nP99)
-	r.DiffP50US, r.PairCPUUS = median(diff), median(cpu)
-	r.Success5, r.MRR = median(succ), median(mrr)
+	r.SearchP50US, r.SearchP99US = measure.Median(sP50), measure.Median(sP99)
+	r.NoopP50US, r.NoopP99US = measure.Median(nP50), measure.Median(nP99)
+	r.DiffP50US, r.PairCPUUS = measure.Median(diff), measure.Median(cpu)
+	r.Success5, r.MRR = measure.Median(succ), measure.Median(mrr)
 	r.RoundSearchP50s, r.RoundNoopP50s = sP50, nP50
 	slices.Sort(sizes)
 	r.SearchBytes = sizes[len(sizes)/2]
@@ -455,14 +455,14 @@ type writeRun struct {
 	p50, p99 float64
 }
 
-func (w *writeRun) finish(elapsed time.Duration, u0, u1 usage) {
+func (w *writeRun) finish(elapsed time.Duration, u0, u1 measure.Usage) {
 	n := len(w.lat)
 	w.perSec = float64(n) / elapsed.Seconds()
-	w.cpuUS = us(u1.CPU-u0.CPU) / float64(n)
+	w.cpuUS = measure.US(u1.CPU-u0.CPU) / float64(n)
 	w.hwmKB = u1.HWMKB
-	w.p50, w.p99 = percentile(w.lat, 0.5), percentile(w.lat, 0.99)
+	w.p50, w.p99 = measure.Percentile(w.lat, 0.5), measure.Percentile(w.lat, 0.99)
 	q := n / 4
-	w.q1, w.q4 = percentile(w.lat[:q], 0.5), percentile(w.lat[n-q:], 0.5)
+	w.q1, w.q4 = measure.Percentile(w.lat[:q], 0.5), measure.Percentile(w.lat[n-q:], 0.5)
 }
 
 // memgateWrites remembers mems one by one into a fresh data folder, then
@@ -477,7 +477,7 @@ func memgateWrites(c config, data, profile string, mems []memgate.Write) (*write
 		ch.signal(syscall.SIGUSR1)
 	}
 	w := &writeRun{lat: make([]time.Duration, len(mems))}
-	u0, _ := readUsage(ch.pid())
+	u0, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	start := time.Now()
 	for i, m := range mems {
 		if _, w.lat[i], err = remember(ch, m); err != nil {
@@ -485,7 +485,7 @@ func memgateWrites(c config, data, profile string, mems []memgate.Write) (*write
 		}
 	}
 	elapsed := time.Since(start)
-	u1, _ := readUsage(ch.pid())
+	u1, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	if profile != "" {
 		ch.signal(syscall.SIGUSR2)
 	}
@@ -533,12 +533,12 @@ func inProcessWrites(c config, dir string, mems []memgate.Write) (*writeRun, err
 
 // selfUsage is this process's CPU time, for the in-process writes (the
 // driver is otherwise idle while they run).
-func selfUsage() usage {
+func selfUsage() measure.Usage {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return usage{}
+		return measure.Usage{}
 	}
-	return usage{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	return measure.Usage{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
 }
 
 // peerEntry is the official server's entry point inside the peers folder
@@ -559,7 +559,7 @@ func peerWrites(c config, file string, mems []memgate.Write) (*writeRun, error) 
 		return nil, err
 	}
 	w := &writeRun{lat: make([]time.Duration, len(mems))}
-	u0, _ := readUsage(ch.pid())
+	u0, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	start := time.Now()
 	for i, m := range mems {
 		typ := "memory"
@@ -574,7 +574,7 @@ func peerWrites(c config, file string, mems []memgate.Write) (*writeRun, error) 
 		}
 	}
 	elapsed := time.Since(start)
-	u1, _ := readUsage(ch.pid())
+	u1, _ := measure.ReadUsage(strconv.Itoa(ch.pid()))
 	w.finish(elapsed, u0, u1)
 	if err := ch.close(30 * time.Second); err != nil {
 		return nil, err
@@ -650,13 +650,13 @@ func writes(c config, dir string, mems []memgate.Write) (*writesF, []string, err
 		}
 		logf("%s", msg)
 	}
-	w.MemgatePerSec = median(w.MemgateRounds)
+	w.MemgatePerSec = measure.Median(w.MemgateRounds)
 	m := medianRun(mg)
 	w.MemgateP50US, w.MemgateP99US, w.MemgateCPUUS, w.MemgateHWMKB = m.p50, m.p99, m.cpuUS, m.hwmKB
-	w.InProcPerSec, w.InProcP50US, w.InProcCPUUS = median(w.InProcRounds), medianRun(ip).p50, medianRun(ip).cpuUS
+	w.InProcPerSec, w.InProcP50US, w.InProcCPUUS = measure.Median(w.InProcRounds), medianRun(ip).p50, medianRun(ip).cpuUS
 	w.MemgateKept = slices.MinFunc(mg, func(a, b *writeRun) int { return int(a.kept - b.kept) }).kept
 	if peer {
-		w.PeerPerSec = median(w.PeerRounds)
+		w.PeerPerSec = measure.Median(w.PeerRounds)
 		p := medianRun(pr)
 		w.PeerP50US, w.PeerP99US, w.PeerQ1P50US, w.PeerQ4P50US = p.p50, p.p99, p.q1, p.q4
 		w.PeerCPUUS, w.PeerHWMKB = p.cpuUS, p.hwmKB
@@ -751,45 +751,4 @@ func ratios(xs []float64) string {
 		s[i] = fmt.Sprintf("%.1fx", x)
 	}
 	return strings.Join(s, ", ")
-}
-
-func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// percentile returns the p-quantile of d in µs (nearest rank below).
-func percentile(d []time.Duration, p float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return us(s[int(p*float64(len(s)-1))])
-}
-
-// fsyncFloor is the p50 of a 4 KiB overwrite followed by fdatasync in dir,
-// in µs: the same probe as bench/engine.
-func fsyncFloor(dir string) float64 {
-	f, err := os.CreateTemp(dir, "fsync-*")
-	if err != nil {
-		return 0
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 4096)
-	var d []time.Duration
-	for range 300 {
-		start := time.Now()
-		f.WriteAt(buf, 0)
-		unix.Fdatasync(int(f.Fd()))
-		d = append(d, time.Since(start))
-	}
-	return percentile(d, 0.5)
 }
