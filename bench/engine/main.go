@@ -99,19 +99,11 @@ type searchClass struct {
 }
 
 func run(c config, out io.Writer) error {
-	dir := c.dir
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-	} else {
-		d, err := os.MkdirTemp("", "memgate-engine-*")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, done, err := measure.WorkDir(c.dir, "memgate-engine")
+	if err != nil {
+		return err
 	}
+	defer done()
 	mems, name, err := memories(c)
 	if err != nil {
 		return err

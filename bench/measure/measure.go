@@ -16,6 +16,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// WorkDir returns dir, created if needed, or, when dir is "", a new
+// temporary folder named after prefix; done removes a temporary folder.
+func WorkDir(dir, prefix string) (path string, done func(), err error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
+	}
+	d, err := os.MkdirTemp("", prefix+"-*")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
 // US is d in microseconds.
 func US(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 

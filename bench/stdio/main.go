@@ -193,19 +193,11 @@ func run(c config, out io.Writer) error {
 			return fmt.Errorf("unknown scenario %q: use recall, writes", s)
 		}
 	}
-	dir := c.dir
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-	} else {
-		d, err := os.MkdirTemp("", "memgate-stdio-*")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, done, err := measure.WorkDir(c.dir, "memgate-stdio")
+	if err != nil {
+		return err
 	}
+	defer done()
 	if c.server == "" {
 		bin := filepath.Join(dir, "memgate-bench-server")
 		logf("building the bench server…")

@@ -2,6 +2,10 @@ package main
 
 import (
 	"time"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/tenants"
 )
 
 type serveCmd struct{}
@@ -14,38 +18,31 @@ type serveCmd struct{}
 // another memgate process holds fails here, at once, with store_locked (one
 // line on stderr, status 1), rather than at the client's first call. The
 // store stays open, and locked, in the pool.
-func (c *serveCmd) Run(a *app) (err error) {
-	r, err := a.resolver()
-	if err != nil {
-		return err
-	}
-	ns, err := r.Resolve(nil, "")
-	if err != nil {
-		return err
-	}
-	pool, err := a.openPool()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := a.closePool(pool); err == nil {
-			err = cerr
+func (c *serveCmd) Run(a *app) error {
+	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {
+		ns, err := r.Resolve(nil, "")
+		if err != nil {
+			return err
 		}
-	}()
-	srv, err := a.newServer(pool, r)
-	if err != nil {
-		return err
-	}
-	_, release, err := pool.Lease(a.ctx, ns)
-	if err != nil {
-		return err
-	}
-	release()
+		srv, err := a.newServer(pool, r)
+		if err != nil {
+			return err
+		}
+		_, release, err := pool.Lease(a.ctx, ns)
+		if err != nil {
+			return err
+		}
+		release()
+		return a.serveStdio(srv, ns)
+	})
+}
 
+// serveStdio serves srv until stdin closes or a signal comes.
+func (a *app) serveStdio(srv *server.Server, ns memgate.Namespace) error {
 	start := time.Now()
 	a.log.Info("serving", "op", "cmd.serve", "transport", a.cfg.Transport, "namespace", string(ns),
 		"strategy", a.cfg.NamespaceStrategy, "namespace_arg", a.cfg.NamespaceArg, "write_mode", a.cfg.WriteMode)
-	err = srv.RunStdio(a.ctx, a.stdin, a.stdout)
+	err := srv.RunStdio(a.ctx, a.stdin, a.stdout)
 	a.log.Info("stopped", "op", "cmd.serve", "duration", time.Since(start), "signal", a.ctx.Err() != nil)
 	return err
 }

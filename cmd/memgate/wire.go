@@ -91,9 +91,9 @@ func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server
 	return srv, nil
 }
 
-// withServer runs fn with a server on a pool of the configuration, and
-// closes the pool afterwards.
-func (a *app) withServer(fn func(srv *server.Server) error) (err error) {
+// withPool runs fn with the resolver and a pool of the configuration, and
+// closes the pool (flushing every store) afterwards.
+func (a *app) withPool(fn func(pool *tenants.Pool, r *tenants.Resolver) error) (err error) {
 	r, err := a.resolver()
 	if err != nil {
 		return err
@@ -107,39 +107,35 @@ func (a *app) withServer(fn func(srv *server.Server) error) (err error) {
 			err = cerr
 		}
 	}()
-	srv, err := a.newServer(pool, r)
-	if err != nil {
-		return err
-	}
-	return fn(srv)
+	return fn(pool, r)
+}
+
+// withServer runs fn with a server on a pool of the configuration.
+func (a *app) withServer(fn func(srv *server.Server) error) error {
+	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {
+		srv, err := a.newServer(pool, r)
+		if err != nil {
+			return err
+		}
+		return fn(srv)
+	})
 }
 
 // withStore runs fn with the store of the configured namespace, leased from
 // a pool that is closed afterwards.
-func (a *app) withStore(fn func(st *storage.Store, ns memgate.Namespace) error) (err error) {
-	r, err := a.resolver()
-	if err != nil {
-		return err
-	}
-	ns, err := r.Resolve(nil, "")
-	if err != nil {
-		return err
-	}
-	pool, err := a.openPool()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := a.closePool(pool); err == nil {
-			err = cerr
+func (a *app) withStore(fn func(st *storage.Store, ns memgate.Namespace) error) error {
+	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {
+		ns, err := r.Resolve(nil, "")
+		if err != nil {
+			return err
 		}
-	}()
-	st, release, err := pool.Lease(a.ctx, ns)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return fn(st, ns)
+		st, release, err := pool.Lease(a.ctx, ns)
+		if err != nil {
+			return err
+		}
+		defer release()
+		return fn(st, ns)
+	})
 }
 
 // call runs one tool exactly as tools/call would and returns its result.
