@@ -46,9 +46,13 @@ type Config struct {
 	AllowSecrets      bool          `name:"allow-secrets" help:"Store text that looks like a credential instead of refusing it."`
 	WriteMode         string        `name:"write-mode" default:"full" placeholder:"full|read-only|candidate" help:"full: every tool; read-only: no remember, no forget; candidate: remember proposes memories that wait for memgate candidates approve, no forget."`
 	DisableTool       []string      `name:"disable-tool" placeholder:"TOOL" help:"Leave a tool out (repeatable, or comma-separated)."`
-	Transport         string        `name:"transport" default:"stdio" placeholder:"stdio" help:"How serve talks to its client."`
+	Transport         string        `name:"transport" default:"stdio" placeholder:"stdio|http" help:"How serve talks to its clients: stdio (one client) or http (streamable HTTP)."`
 	Log               string        `name:"log" default:"warn" placeholder:"LEVEL" help:"Log level on stderr: debug, info, warn or error."`
 	LogFormat         string        `name:"log-format" default:"text" placeholder:"text|json" help:"Log format on stderr."`
+
+	HTTP       httpFlags    `embed:""` // http_flags.go
+	Auth       authFlags    `embed:""` // auth_flags.go
+	Encryption encryptFlags `embed:""` // encrypt.go
 }
 
 // flagSet is Config without its methods, for kong (see cli).
@@ -96,12 +100,13 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Transport {
-	case "stdio":
-	case "http":
-		bad("transport", "http is not available yet; use stdio")
+	case "stdio", "http":
 	default:
-		bad("transport", "must be stdio")
+		bad("transport", "must be stdio or http")
 	}
+	c.HTTP.validate(c, bad)
+	c.Auth.validate(c, bad)
+	c.Encryption.validate(c, bad)
 	if _, ok := logLevels[c.Log]; !ok {
 		bad("log", "must be debug, info, warn or error")
 	}

@@ -100,7 +100,7 @@ func TestConfigPrecedenceReachesTheStore(t *testing.T) {
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	r := mg(t, env{}, "", "stats", "--namespace", "Not Valid", "--namespace-strategy", "token",
 		"--max-stores", "0", "--store-idle-timeout=-1s", "--max-memory-bytes", "0", "--write-mode", "sometimes",
-		"--disable-tool", "nope", "--transport", "http", "--log", "loud", "--log-format", "xml")
+		"--disable-tool", "nope", "--transport", "pigeon", "--log", "loud", "--log-format", "xml")
 	if r.code != 2 {
 		t.Fatalf("exit %d, want 2", r.code)
 	}
