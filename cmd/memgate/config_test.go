@@ -115,7 +115,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 			t.Errorf("line %d = %q, want it to name %s", i, lines[i], w)
 		}
 	}
-	for _, refusal := range []string{"token", "must be full, read-only or candidate", "http is not available yet"} {
+	for _, refusal := range []string{"token", "must be full, read-only or candidate", "must be stdio or http"} {
 		if !strings.Contains(r.stderr, refusal) {
 			t.Errorf("stderr does not explain %q:\n%s", refusal, r.stderr)
 		}
