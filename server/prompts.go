@@ -27,9 +27,9 @@ const (
 )
 
 // addPrompts offers each prompt when the tool it relies on is enabled.
-func (s *Server) addPrompts() {
+func (s *Server) addPrompts(m *mcp.Server) {
 	if s.enabled[ToolSearch] {
-		s.mcp.AddPrompt(&mcp.Prompt{
+		m.AddPrompt(&mcp.Prompt{
 			Name: PromptRecallContext, Title: "Recall context",
 			Description: "Search memgate for a topic and put the memories found into the conversation.",
 			Arguments: []*mcp.PromptArgument{
@@ -40,7 +40,7 @@ func (s *Server) addPrompts() {
 		}, s.prompt(PromptRecallContext, s.recallContext))
 	}
 	if s.enabled[ToolRemember] {
-		s.mcp.AddPrompt(&mcp.Prompt{
+		m.AddPrompt(&mcp.Prompt{
 			Name: PromptSaveMemory, Title: "Save a memory",
 			Description: "Ask the model to store some content with the remember tool, with a good title and tags.",
 			Arguments: []*mcp.PromptArgument{
@@ -49,7 +49,7 @@ func (s *Server) addPrompts() {
 		}, s.prompt(PromptSaveMemory, s.saveMemory))
 	}
 	if s.enabled[ToolList] {
-		s.mcp.AddPrompt(&mcp.Prompt{
+		m.AddPrompt(&mcp.Prompt{
 			Name: PromptReviewMemories, Title: "Review memories",
 			Description: "List memories for the model to merge duplicates, fix what is wrong and forget what is stale.",
 			Arguments: []*mcp.PromptArgument{

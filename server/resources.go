@@ -128,15 +128,15 @@ func parseMemoryURI(uri string, namespaced bool) (memoryRef, bool) {
 // Unlike the SDK's own, it does not echo the URI: that holds the id.
 var errResourceNotFound = &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "Resource not found"}
 
-func (s *Server) addResources() {
+func (s *Server) addResources(m *mcp.Server) {
 	if s.enabled[ToolGet] {
-		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		m.AddResourceTemplate(&mcp.ResourceTemplate{
 			Name: "memory", Title: "Memory", URITemplate: MemoryURITemplate, MIMEType: mimeText,
 			Description: "One memory's text; its other fields (id, title, tags, metadata, version, times) are in _meta. " +
 				"The id is percent-encoded.",
 		}, s.readMemory)
 		if s.opts.NamespaceArg {
-			s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+			m.AddResourceTemplate(&mcp.ResourceTemplate{
 				Name: "namespace-memory", Title: "Memory in a namespace", URITemplate: NamespaceMemoryTemplate,
 				MIMEType:    mimeText,
 				Description: "One memory of another namespace, like " + MemoryURITemplate + ".",
@@ -146,12 +146,12 @@ func (s *Server) addResources() {
 	if s.enabled[ToolStats] {
 		stats := &mcp.Resource{Name: "stats", Title: "Memory statistics", URI: StatsURI, MIMEType: mimeJSON,
 			Description: "What the stats tool returns: counts, sizes, recall method, write mode and limits."}
-		s.mcp.AddResource(stats, s.readStats)
-		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{Name: stats.Name, Title: stats.Title, URITemplate: StatsURI,
+		m.AddResource(stats, s.readStats)
+		m.AddResourceTemplate(&mcp.ResourceTemplate{Name: stats.Name, Title: stats.Title, URITemplate: StatsURI,
 			MIMEType: mimeJSON, Description: stats.Description}, s.readStats)
 	}
 	if s.enabled[ToolGet] || s.enabled[ToolStats] {
-		s.mcp.AddReceivingMiddleware(s.resourceListing)
+		m.AddReceivingMiddleware(s.resourceListing)
 	}
 }
 

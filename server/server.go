@@ -127,25 +127,37 @@ func New(opts Options) (*Server, error) {
 		s.enabled[name] = !slices.Contains(opts.DisabledTools, name) && !off
 	}
 
-	version := opts.Version
+	s.mcp = s.newMCP()
+	return s, nil
+}
+
+// newMCP returns an SDK server with the tools, resources and prompts of s.
+// Each transport handler that keeps sessions of its own gets its own: the
+// HTTP gateway counts the sessions of its stateful handler on one, while
+// the stateless handler's per-request sessions come and go on another.
+func (s *Server) newMCP() *mcp.Server {
+	version := s.opts.Version
 	if version == "" {
 		version = "devel"
 	}
 	// The SDK's own logger stays silent: its lines carry resource URIs, which
 	// hold memory ids.
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "memgate", Title: "memgate memory", Version: version},
+	m := mcp.NewServer(&mcp.Implementation{Name: "memgate", Title: "memgate memory", Version: version},
 		&mcp.ServerOptions{Instructions: s.instructions(), SetCacheable: privateCache})
 	for _, t := range s.tools() {
 		if !s.enabled[t.tool.Name] {
 			continue
 		}
-		h := s.toolHandler(t)
-		s.handlers[t.tool.Name] = h
-		s.mcp.AddTool(t.tool, h)
+		h, ok := s.handlers[t.tool.Name]
+		if !ok {
+			h = s.toolHandler(t)
+			s.handlers[t.tool.Name] = h
+		}
+		m.AddTool(t.tool, h)
 	}
-	s.addResources()
-	s.addPrompts()
-	return s, nil
+	s.addResources(m)
+	s.addPrompts(m)
+	return m
 }
 
 // MCP returns the SDK server, for transports other than stdio (the HTTP

@@ -1,7 +1,90 @@
 package main
 
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/memgate/memgate/server"
+)
+
 // httpFlags configure serve --transport http.
-type httpFlags struct{}
+type httpFlags struct {
+	Bind              string        `name:"bind" default:"127.0.0.1:8765" placeholder:"HOST:PORT" help:"Address of the HTTP transport (port 0 picks a free one)."`
+	Path              string        `name:"path" default:"/mcp" placeholder:"PATH" help:"Path of the MCP endpoint."`
+	AllowRemote       bool          `name:"allow-remote" help:"Allow a non-loopback --bind (an auth mode is required too)."`
+	AllowHost         []string      `name:"allow-host" placeholder:"HOST" help:"Host header value accepted besides loopback names: a name (any port) or name:port (repeatable)."`
+	AllowOrigin       []string      `name:"allow-origin" placeholder:"ORIGIN" help:"Origin (scheme://host[:port]) whose pages may call the server (repeatable)."`
+	MaxConnections    int           `name:"max-connections" default:"1024" placeholder:"N" help:"Most TCP connections at once; more are closed before reading."`
+	MaxInflight       int           `name:"max-inflight" default:"256" placeholder:"N" help:"Most requests in progress; more get 503 at once."`
+	MaxStreams        int           `name:"max-streams" default:"256" placeholder:"N" help:"Most open SSE streams."`
+	MaxSessions       int           `name:"max-sessions" default:"1024" placeholder:"N" help:"Most MCP sessions."`
+	SessionIdle       time.Duration `name:"session-idle" default:"30m" placeholder:"DURATION" help:"End a session without requests for this long."`
+	MaxRequestBytes   int64         `name:"max-request-bytes" default:"1048576" placeholder:"BYTES" help:"Largest request body (413 beyond it)."`
+	ReadHeaderTimeout time.Duration `name:"read-header-timeout" default:"10s" placeholder:"DURATION" help:"Time a client has to send a request's header."`
+	IdleTimeout       time.Duration `name:"idle-timeout" default:"90s" placeholder:"DURATION" help:"Close a keep-alive connection idle for this long."`
+	RequestTimeout    time.Duration `name:"request-timeout" default:"60s" placeholder:"DURATION" help:"Time to read a request's body and answer it (not SSE streams)."`
+	ConnLifetime      time.Duration `name:"conn-lifetime" default:"15m" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
+	ShutdownGrace     time.Duration `name:"shutdown-grace" default:"15s" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
+}
 
 // validate reports the problems of the HTTP flags through bad.
-func (f *httpFlags) validate(c *Config, bad func(flag, format string, args ...any)) {}
+func (f *httpFlags) validate(c *Config, bad func(flag, format string, args ...any)) {
+	if _, _, err := net.SplitHostPort(f.Bind); err != nil {
+		bad("bind", "must be HOST:PORT, such as 127.0.0.1:8765")
+	}
+	if !strings.HasPrefix(f.Path, "/") || strings.ContainsAny(f.Path, "?# ") {
+		bad("path", "must start with / and hold no ?, # or space")
+	}
+	for _, o := range f.AllowOrigin {
+		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") || strings.Count(o, "/") > 2 && !strings.HasSuffix(o, "/") {
+			bad("allow-origin", "must be scheme://host[:port], such as https://app.example.com")
+			break
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"max-connections", f.MaxConnections}, {"max-inflight", f.MaxInflight}, {"max-streams", f.MaxStreams}, {"max-sessions", f.MaxSessions}} {
+		if n.v < 1 {
+			bad(n.flag, "must be at least 1")
+		}
+	}
+	if f.MaxRequestBytes < 1024 || f.MaxRequestBytes > 64<<20 {
+		bad("max-request-bytes", "must be from 1024 to %d", 64<<20)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"session-idle", f.SessionIdle}, {"read-header-timeout", f.ReadHeaderTimeout}, {"idle-timeout", f.IdleTimeout},
+		{"request-timeout", f.RequestTimeout}, {"conn-lifetime", f.ConnLifetime}, {"shutdown-grace", f.ShutdownGrace}} {
+		if d.v <= 0 {
+			bad(d.flag, "must be a positive duration, such as 30s")
+		}
+	}
+}
+
+// loopbackBind reports whether a --bind address is a loopback one.
+func loopbackBind(bind string) bool {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// gatewayOptions are the gateway's options of the configuration.
+func (f *httpFlags) gatewayOptions() server.GatewayOptions {
+	return server.GatewayOptions{
+		Path: f.Path, AllowHosts: f.AllowHost, AllowOrigins: f.AllowOrigin,
+		MaxConnections: f.MaxConnections, MaxInflight: f.MaxInflight, MaxStreams: f.MaxStreams,
+		MaxSessions: f.MaxSessions, SessionIdle: f.SessionIdle, MaxRequestBytes: f.MaxRequestBytes,
+		ReadHeaderTimeout: f.ReadHeaderTimeout, IdleTimeout: f.IdleTimeout, RequestTimeout: f.RequestTimeout,
+		ConnLifetime: f.ConnLifetime, ShutdownGrace: f.ShutdownGrace,
+	}
+}

@@ -19,6 +19,9 @@ type serveCmd struct{}
 // line on stderr, status 1), rather than at the client's first call. The
 // store stays open, and locked, in the pool.
 func (c *serveCmd) Run(a *app) error {
+	if a.cfg.Transport == "http" {
+		return a.withPool(a.serveHTTP)
+	}
 	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {
 		ns, err := r.Resolve(nil, "")
 		if err != nil {

@@ -74,6 +74,12 @@ func (a *app) closePool(pool *tenants.Pool) error {
 
 // newServer returns the MCP server of the configuration on pool.
 func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server, error) {
+	return a.newServerScoped(pool, r, "")
+}
+
+// newServerScoped is newServer with the scope remember and forget need
+// ("" for none: a transport that authenticates nobody).
+func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScope string) (*server.Server, error) {
 	srv, err := server.New(server.Options{
 		Lease:         server.LeaseOf(pool.Lease),
 		Resolve:       r.Resolve,
@@ -83,6 +89,7 @@ func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server
 		WriteMode:     a.cfg.WriteMode,
 		MaxTextBytes:  a.cfg.MaxMemoryBytes,
 		AllowSecrets:  a.cfg.AllowSecrets,
+		WriteScope:    writeScope,
 		Version:       moduleVersion(),
 	})
 	if err != nil {

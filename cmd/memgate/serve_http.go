@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/memgate/memgate/tenants"
+)
+
+// serveHTTP serves MCP over streamable HTTP until a signal comes, then shuts
+// the gateway down gracefully; withPool closes (and flushes) every store
+// after it. Once the listener is bound it prints one line on stdout:
+// "memgate listening on http://ADDR/PATH".
+func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
+	f := &a.cfg.HTTP
+	setup, err := a.authenticator()
+	if err != nil {
+		return err
+	}
+	if !loopbackBind(f.Bind) {
+		switch {
+		case !f.AllowRemote:
+			return usageError{errors.New("--bind: not a loopback address; add --allow-remote (and an auth mode) to serve other machines")}
+		case setup.Auth == nil:
+			return usageError{errors.New("--bind: serving other machines needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
+		}
+	}
+	if r.Strategy == tenants.Token && setup.Auth == nil {
+		return usageError{errors.New("--namespace-strategy: token needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
+	}
+	srv, err := a.newServerScoped(pool, r, setup.WriteScope)
+	if err != nil {
+		return err
+	}
+	opts := f.gatewayOptions()
+	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
+	opts.Ready = a.storesReady
+	gw, err := srv.NewGateway(opts)
+	if err != nil {
+		return usageError{err}
+	}
+	ln, err := net.Listen("tcp", f.Bind)
+	if err != nil {
+		return fmt.Errorf("--bind: cannot listen: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "memgate listening on http://%s%s\n", ln.Addr(), f.Path)
+	start := time.Now()
+	a.log.Info("serving", "op", "cmd.serve", "transport", "http", "auth", setup.Mode,
+		"strategy", a.cfg.NamespaceStrategy, "namespace_arg", a.cfg.NamespaceArg, "write_mode", a.cfg.WriteMode)
+	err = gw.Serve(a.ctx, ln)
+	a.log.Info("stopped", "op", "cmd.serve", "duration", time.Since(start), "signal", a.ctx.Err() != nil)
+	return err
+}
+
+// storesReady reports whether stores can be opened: the data folder's
+// stores folder exists (or can be made) and takes a new file.
+func (a *app) storesReady(context.Context) error {
+	dir := filepath.Join(a.cfg.DataDir, "stores")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".ready-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

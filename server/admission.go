@@ -1,0 +1,332 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// The gateway's middleware, in the order a request meets it: the connection
+// cap (limitListener), header bounds, Host and Origin, the in-flight and
+// stream caps, the body, authentication, the session cap. Each refusal is
+// answered at once; nothing waits in a queue.
+
+// limitHeaders answers 431 to a header of more than MaxHeaderFields fields
+// or MaxHeaderBytes bytes (each field counted as "Name: value\r\n").
+func (g *Gateway) limitHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		fields, size := 0, len(r.Method)+len(r.RequestURI)+len(r.Proto)+4
+		if r.Host != "" {
+			fields, size = 1, size+len("Host: \r\n")+len(r.Host)
+		}
+		for name, values := range r.Header {
+			for _, v := range values {
+				fields++
+				size += len(name) + len(v) + 4
+			}
+		}
+		if fields > MaxHeaderFields || size > MaxHeaderBytes {
+			return g.refuse(c, http.StatusRequestHeaderFieldsTooLarge, "request header too large")
+		}
+		return next(c)
+	}
+}
+
+// guardHost answers 403 unless Host is a loopback name or an allowed host,
+// and unless a present Origin is allowed: against DNS rebinding and calls
+// from other sites' pages, whatever address the gateway is bound to.
+func (g *Gateway) guardHost(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if !g.hostAllowed(r.Host) {
+			return g.refuse(c, http.StatusForbidden, "host not allowed")
+		}
+		if origin, ok := r.Header["Origin"]; ok && (len(origin) != 1 || !g.originAllowed(origin[0], r.Host)) {
+			return g.refuse(c, http.StatusForbidden, "origin not allowed")
+		}
+		return next(c)
+	}
+}
+
+func (g *Gateway) hostAllowed(host string) bool {
+	host = strings.ToLower(host)
+	if host == "" {
+		return false
+	}
+	if g.allowHosts[host] {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	return g.allowHosts[name] || isLoopbackName(name)
+}
+
+// isLoopbackName reports whether a host name is loopback: localhost,
+// 127.0.0.0/8 or ::1.
+func isLoopbackName(name string) bool {
+	if name == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(name)
+	return err == nil && ip.IsLoopback()
+}
+
+// originAllowed accepts an allowed origin and the gateway's own (the
+// request's Host, already checked, under http or https).
+func (g *Gateway) originAllowed(origin, host string) bool {
+	origin = strings.ToLower(strings.TrimSuffix(origin, "/"))
+	if g.allowOrigins[origin] {
+		return true
+	}
+	host = strings.ToLower(host)
+	return origin == "http://"+host || origin == "https://"+host
+}
+
+// admit holds a slot of the in-flight cap for a request, or of the stream
+// cap for an SSE stream (GET), and answers 503 when none is free. It gives
+// a request its deadline, ties a stream to shutdown, and closes a
+// connection past its lifetime once the request is answered.
+func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if g.draining.Load() {
+			return g.refuse(c, http.StatusServiceUnavailable, "shutting down")
+		}
+		r, w := c.Request(), c.Response()
+		if born, ok := r.Context().Value(connBornKey{}).(time.Time); ok && time.Since(born) > g.opts.ConnLifetime {
+			w.Header().Set("Connection", "close")
+		}
+		rc := http.NewResponseController(w)
+		if r.Method == http.MethodGet {
+			if n := g.streams.Add(1); n > int64(g.opts.MaxStreams) {
+				g.streams.Add(-1)
+				return g.refuse(c, http.StatusServiceUnavailable, "too many streams")
+			}
+			defer g.streams.Add(-1)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(g.stopStreams, cancel)
+			defer stop()
+			_ = rc.SetWriteDeadline(time.Time{})
+			c.SetRequest(r.WithContext(ctx))
+			return next(c)
+		}
+		if n := g.inflight.Add(1); n > int64(g.opts.MaxInflight) {
+			g.inflight.Add(-1)
+			return g.refuse(c, http.StatusServiceUnavailable, "too many requests in progress")
+		}
+		defer g.inflight.Add(-1)
+		deadline := time.Now().Add(g.opts.RequestTimeout)
+		_ = rc.SetWriteDeadline(deadline)
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		c.SetRequest(r.WithContext(ctx))
+		return next(c)
+	}
+}
+
+type bodyKey struct{}
+
+// readBody reads a POST body whole, within MaxRequestBytes (413 beyond it,
+// known from Content-Length or found while reading) and RequestTimeout
+// (408), so that the handlers after it never wait on a slow client.
+func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, w := c.Request(), c.Response()
+		if r.Method != http.MethodPost {
+			return next(c)
+		}
+		limit := g.opts.MaxRequestBytes
+		if r.ContentLength > limit {
+			w.Header().Set("Connection", "close")
+			return g.refuse(c, http.StatusRequestEntityTooLarge, "request body too large")
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(g.opts.RequestTimeout))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		_ = rc.SetReadDeadline(time.Time{})
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return g.refuse(c, http.StatusRequestEntityTooLarge, "request body too large")
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return g.refuse(c, http.StatusRequestTimeout, "request body too slow")
+		case err != nil:
+			w.Header().Set("Connection", "close")
+			return g.refuse(c, http.StatusBadRequest, "request body unreadable")
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), bodyKey{}, body)))
+		return next(c)
+	}
+}
+
+type tokenInfoKey struct{}
+
+// authenticate establishes the caller, when the gateway has an
+// Authenticator, and puts it in the request's context for the handlers.
+func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if g.opts.Auth == nil {
+			return next(c)
+		}
+		r := c.Request()
+		p, expires, err := g.opts.Auth.Authenticate(r)
+		if err != nil {
+			status, challenge := http.StatusUnauthorized, `Bearer error="invalid_token"`
+			var refusal Refusal
+			if errors.As(err, &refusal) {
+				status, challenge = refusal.Status(), refusal.Challenge()
+			}
+			if challenge != "" {
+				c.Response().Header().Set("WWW-Authenticate", challenge)
+			}
+			return g.refuse(c, status, http.StatusText(status))
+		}
+		ctx := WithPrincipal(r.Context(), p)
+		ctx = context.WithValue(ctx, tokenInfoKey{}, NewTokenInfo(p, expires))
+		c.SetRequest(r.WithContext(ctx))
+		return next(c)
+	}
+}
+
+// establishedToken is the SDK's token verifier: it returns the token
+// information authenticate established for the request.
+func establishedToken(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+	if ti, ok := ctx.Value(tokenInfoKey{}).(*sdkauth.TokenInfo); ok {
+		return ti, nil
+	}
+	return nil, sdkauth.ErrInvalidToken
+}
+
+// capSessions answers 503 to an initialize request (which opens a session)
+// when MaxSessions sessions are open or opening.
+func (g *Gateway) capSessions(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		body, _ := r.Context().Value(bodyKey{}).([]byte)
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" ||
+			r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless || !isInitialize(body) {
+			return next(c)
+		}
+		g.sessionMu.Lock()
+		open := 0
+		for range g.stateful.Sessions() {
+			open++
+		}
+		if open+g.initializing >= g.opts.MaxSessions {
+			g.sessionMu.Unlock()
+			return g.refuse(c, http.StatusServiceUnavailable, "too many sessions")
+		}
+		g.initializing++
+		g.sessionMu.Unlock()
+		defer func() {
+			g.sessionMu.Lock()
+			g.initializing--
+			g.sessionMu.Unlock()
+		}()
+		return next(c)
+	}
+}
+
+// isInitialize reports whether a JSON-RPC body (one message or a batch)
+// holds an initialize request.
+func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"initialize"`)) {
+		return false
+	}
+	type message struct {
+		Method string `json:"method"`
+	}
+	var msgs []message
+	if body = bytes.TrimSpace(body); len(body) > 0 && body[0] == '[' {
+		if json.Unmarshal(body, &msgs) != nil {
+			return false
+		}
+	} else {
+		var m message
+		if json.Unmarshal(body, &m) != nil {
+			return false
+		}
+		msgs = append(msgs, m)
+	}
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+type connBornKey struct{}
+
+// connContext records when a connection was accepted, for ConnLifetime.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connBornKey{}, lc.born)
+	}
+	return ctx
+}
+
+// limitListener accepts at most max connections at once: one past it is
+// closed as soon as it is accepted, before anything is read from it, so an
+// excess never waits in a queue and never costs a goroutine.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func newLimitListener(ln net.Listener, max int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, born: time.Now(), free: l.free}, nil
+		default:
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset: the client learns at once
+			}
+			c.Close()
+		}
+	}
+}
+
+func (l *limitListener) free() { <-l.slots }
+
+// limitedConn gives its slot back when it closes.
+type limitedConn struct {
+	net.Conn
+	born time.Time
+	once sync.Once
+	free func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
+}

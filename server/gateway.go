@@ -1,0 +1,321 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Defaults of GatewayOptions.
+const (
+	DefaultPath              = "/mcp"
+	DefaultMaxConnections    = 1024
+	DefaultMaxInflight       = 256
+	DefaultMaxStreams        = 256
+	DefaultMaxSessions       = 1024
+	DefaultSessionIdle       = 30 * time.Minute
+	DefaultMaxRequestBytes   = 1 << 20
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 90 * time.Second
+	DefaultRequestTimeout    = 60 * time.Second
+	DefaultConnLifetime      = 15 * time.Minute
+	DefaultShutdownGrace     = 15 * time.Second
+)
+
+// Bounds of a request's header, whatever its transport: at most
+// MaxHeaderFields fields and MaxHeaderBytes bytes (431 beyond either).
+const (
+	MaxHeaderFields = 64
+	MaxHeaderBytes  = 16 << 10
+)
+
+// RevisionStateless is the first protocol revision without sessions; a
+// request that names it, or a later one, goes to the stateless handler.
+const RevisionStateless = "2026-07-28"
+
+// GatewayOptions configure the HTTP gateway. A zero field takes its default.
+type GatewayOptions struct {
+	// Path is where MCP is served (DefaultPath).
+	Path string
+	// AllowHosts are the Host values accepted besides loopback names: a
+	// host name (any port) or host:port.
+	AllowHosts []string
+	// AllowOrigins are the origins (scheme://host[:port]) a request with an
+	// Origin header may come from, besides the gateway's own.
+	AllowOrigins []string
+
+	// MaxConnections bounds open TCP connections; one past it is closed
+	// before anything is read from it.
+	MaxConnections int
+	// MaxInflight bounds requests in progress (streams aside); one past it
+	// gets 503 at once.
+	MaxInflight int
+	// MaxStreams bounds open SSE streams (GET); one past it gets 503.
+	MaxStreams int
+	// MaxSessions bounds sessions; an initialize past it gets 503.
+	MaxSessions int
+	// SessionIdle ends a session that has had no request for this long.
+	SessionIdle time.Duration
+	// MaxRequestBytes bounds a request body (413 beyond it).
+	MaxRequestBytes int64
+
+	// ReadHeaderTimeout bounds the time to read a request's header: the
+	// slot of a connection that sends none is freed after it.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request.
+	IdleTimeout time.Duration
+	// RequestTimeout bounds reading a body and answering a request; it does
+	// not apply to SSE streams.
+	RequestTimeout time.Duration
+	// ConnLifetime is the age after which a connection is closed once its
+	// current request is answered. A stream in progress is not cut.
+	ConnLifetime time.Duration
+	// ShutdownGrace bounds the wait for requests in progress at shutdown.
+	ShutdownGrace time.Duration
+
+	// Auth, when set, authenticates every request to Path.
+	Auth Authenticator
+	// Routes are extra GET handlers served without authentication or Host
+	// checks (the protected-resource metadata), by path.
+	Routes map[string]http.Handler
+	// Ready reports whether stores can be opened, for GET /ready; nil means
+	// always.
+	Ready func(context.Context) error
+	// Logger receives one line per refused request (status and reason,
+	// never a header's value); nil discards them.
+	Logger *slog.Logger
+}
+
+// Gateway serves a Server over streamable HTTP: admission caps, Host and
+// Origin checks, body and header bounds, authentication, and the four
+// protocol revisions on one path. See docs/HTTP.md.
+type Gateway struct {
+	opts      GatewayOptions
+	log       *slog.Logger
+	echo      *echo.Echo
+	stateful  *mcp.Server
+	sessions  http.Handler // the stateful SDK handler
+	stateless http.Handler // the stateless SDK handler (2026-07-28)
+
+	inflight atomic.Int64
+	streams  atomic.Int64
+
+	sessionMu    sync.Mutex
+	initializing int // initialize requests admitted and not yet answered
+
+	draining    atomic.Bool
+	stopStreams context.Context
+	endStreams  context.CancelFunc
+
+	allowHosts   map[string]bool
+	allowOrigins map[string]bool
+}
+
+// NewGateway returns the gateway of s configured by opts.
+func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
+	opts = opts.withDefaults()
+	if !strings.HasPrefix(opts.Path, "/") {
+		return nil, fmt.Errorf("server: gateway path %q must start with /", opts.Path)
+	}
+	g := &Gateway{opts: opts, log: s.log, stateful: s.newMCP(),
+		allowHosts: map[string]bool{}, allowOrigins: map[string]bool{}}
+	if opts.Logger != nil {
+		g.log = opts.Logger
+	}
+	for _, h := range opts.AllowHosts {
+		g.allowHosts[strings.ToLower(h)] = true
+	}
+	for _, o := range opts.AllowOrigins {
+		g.allowOrigins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
+
+	// The gateway checks Host and Origin itself, on every bind address, and
+	// bounds bodies before the SDK sees them; the SDK's own checks stay on
+	// as a second line.
+	g.sessions = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.stateful },
+		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: opts.SessionIdle,
+			MaxRequestBodyBytes: opts.MaxRequestBytes})
+	stateless := s.newMCP()
+	g.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stateless },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true,
+			MaxRequestBodyBytes: opts.MaxRequestBytes})
+	if opts.Auth != nil {
+		// The SDK binds a session to the user of the TokenInfo in the request's
+		// context, which only its own middleware can put there: it is handed
+		// the principal that authenticate established.
+		bind := sdkauth.RequireBearerToken(establishedToken, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+		g.sessions, g.stateless = bind(g.sessions), bind(g.stateless)
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Logger.SetOutput(discard{})
+	e.HTTPErrorHandler = g.httpError
+	e.Use(g.recover)
+	e.GET("/health", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/ready", g.ready)
+	for path, h := range opts.Routes {
+		e.GET(path, echo.WrapHandler(h))
+	}
+	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.readBody, g.authenticate, g.capSessions)
+	g.echo = e
+	return g, nil
+}
+
+func (o GatewayOptions) withDefaults() GatewayOptions {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.Path == "" {
+		o.Path = DefaultPath
+	}
+	def(&o.MaxConnections, DefaultMaxConnections)
+	def(&o.MaxInflight, DefaultMaxInflight)
+	def(&o.MaxStreams, DefaultMaxStreams)
+	def(&o.MaxSessions, DefaultMaxSessions)
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	defd(&o.SessionIdle, DefaultSessionIdle)
+	defd(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defd(&o.IdleTimeout, DefaultIdleTimeout)
+	defd(&o.RequestTimeout, DefaultRequestTimeout)
+	defd(&o.ConnLifetime, DefaultConnLifetime)
+	defd(&o.ShutdownGrace, DefaultShutdownGrace)
+	return o
+}
+
+// Handler returns the gateway's HTTP handler. Serve adds what only a
+// listener can do: the connection cap, timeouts, and graceful shutdown.
+func (g *Gateway) Handler() http.Handler { return g.echo }
+
+// Serve serves on ln until ctx ends, then shuts down: /ready turns 503 and
+// new requests are refused, SSE streams end, requests in progress are
+// answered within ShutdownGrace, and sessions are closed. It returns nil
+// after a shutdown, or the error that stopped it serving. The caller closes
+// the stores afterwards.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           g.echo,
+		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
+		IdleTimeout:       g.opts.IdleTimeout,
+		// Go reads up to 4 KiB past this before it answers 431; limitHeaders
+		// holds the exact bound.
+		MaxHeaderBytes: MaxHeaderBytes,
+		ConnContext:    connContext,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(newLimitListener(ln, g.opts.MaxConnections)) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+
+	start := time.Now()
+	g.draining.Store(true)
+	g.endStreams()
+	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ShutdownGrace)
+	defer cancel()
+	err := hs.Shutdown(grace)
+	if err != nil {
+		// Past the grace: cut what is left. A write still running finishes in
+		// the store (the pool waits for its lease), unacknowledged.
+		hs.Close()
+	}
+	for ss := range g.stateful.Sessions() {
+		ss.Close()
+	}
+	<-served
+	g.log.Info("http stopped", "op", "http.shutdown", "duration", time.Since(start), "cut", err != nil)
+	return nil
+}
+
+// Draining reports whether the gateway is shutting down.
+func (g *Gateway) Draining() bool { return g.draining.Load() }
+
+// serveMCP hands the request to the handler of its protocol revision.
+func (g *Gateway) serveMCP(c echo.Context) error {
+	r := c.Request()
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= RevisionStateless {
+		g.stateless.ServeHTTP(c.Response(), r)
+		return nil
+	}
+	g.sessions.ServeHTTP(c.Response(), r)
+	return nil
+}
+
+func (g *Gateway) ready(c echo.Context) error {
+	if g.draining.Load() {
+		return c.String(http.StatusServiceUnavailable, "shutting down\n")
+	}
+	if g.opts.Ready != nil {
+		if err := g.opts.Ready(c.Request().Context()); err != nil {
+			g.log.Warn("not ready", "op", "http.ready", "error", err)
+			return c.String(http.StatusServiceUnavailable, "stores cannot be opened\n")
+		}
+	}
+	return c.String(http.StatusOK, "ready\n")
+}
+
+// refuse answers a request the gateway does not pass on, and logs why.
+func (g *Gateway) refuse(c echo.Context, status int, reason string) error {
+	g.log.Debug("http refused", "op", "http.admit", "status", status, "reason", reason)
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return c.String(status, reason+"\n")
+}
+
+// httpError answers the errors echo itself raises (unknown path, method).
+func (g *Gateway) httpError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status := http.StatusInternalServerError
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		status = he.Code
+	}
+	c.String(status, http.StatusText(status)+"\n")
+}
+
+// recover turns a handler's panic into a 500, logged without the request.
+func (g *Gateway) recover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				g.log.Error("http handler panicked", "op", "http.recover", "panic", fmt.Sprintf("%T", v))
+				err = echo.NewHTTPError(http.StatusInternalServerError)
+			}
+		}()
+		return next(c)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
