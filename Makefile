@@ -4,12 +4,12 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 10s
 
-.PHONY: test vet unit e2e fuzz bench-smoke bench build
+.PHONY: test vet unit e2e conformance fuzz bench-smoke bench build
 
 ## test: everything CI runs — vet, unit tests under the race detector
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
-## end-to-end suite.
-test: vet unit bench-smoke e2e
+## end-to-end suite, and the MCP conformance suite.
+test: vet unit bench-smoke e2e conformance
 
 vet:
 	$(GO) vet $(PKGS)
@@ -24,6 +24,15 @@ e2e:
 	$(GO) build -o bin/memgate ./cmd/memgate
 	npm ci --prefix e2e --no-audit --no-fund
 	node --test e2e/
+
+## conformance: the public MCP conformance suite against the HTTP gateway,
+## stateful (2025-11-25) and stateless (2026-07-28) legs, each with a baseline
+## of the scenarios that need the SDKs' test fixture (docs/CONFORMANCE.md).
+## npm ci brings the Node 22 the suite needs.
+conformance:
+	$(GO) build -o bin/memgate ./cmd/memgate
+	npm ci --prefix e2e/conformance --no-audit --no-fund
+	e2e/conformance/run.sh
 
 ## fuzz: run every fuzz target for FUZZTIME each (not part of test).
 fuzz:
