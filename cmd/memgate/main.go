@@ -55,6 +55,7 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	log    *slog.Logger
+	getenv func(string) string // the environment, where secrets come from
 }
 
 // run parses args, runs the command they name, and reports its failure, if
@@ -81,7 +82,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return usageError{err}
 		}
 	}
-	a := &app{ctx: ctx, cfg: &cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr)}
+	a := &app{ctx: ctx, cfg: &cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr), getenv: getenv}
 	err = kctx.Run(a)
 	a.logCause(err)
 	return err
