@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,11 +74,53 @@ func FsyncFloor(dir string) float64 {
 	return Percentile(d, 0.5)
 }
 
+// BboltRate is bbolt's own rate of durable commits of one 800 B put each
+// (sequential keys), n of them, in a fresh file in dir: what
+// `bbolt bench --batch-size 1 --value-size 800` measures.
+func BboltRate(dir string, n int) float64 {
+	path := filepath.Join(dir, "bbolt-rate.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return 0
+	}
+	defer os.Remove(path)
+	defer db.Close()
+	val := bytes.Repeat([]byte("v"), 800)
+	start := time.Now()
+	for i := range n {
+		db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put(fmt.Appendf(nil, "%016d", i), val)
+		})
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// DropCache evicts every file under dir from the page cache
+// (posix_fadvise DONTNEED, no root needed), for cold-start figures.
+func DropCache(dir string) error {
+	return filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	})
+}
+
 // Usage is what /proc says about a process: CPU time (user + system) and
 // peak resident memory.
 type Usage struct {
 	CPU   time.Duration
-	HWMKB int64
+	HWMKB int64 // VmHWM: the peak
+	RSSKB int64 // VmRSS: now
 }
 
 // clockTick is USER_HZ, 100 on every Linux this runs on.
@@ -113,6 +157,11 @@ func ReadUsage(pid string) (Usage, error) {
 		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			if fs := strings.Fields(rest); len(fs) > 0 {
 				u.HWMKB, _ = strconv.ParseInt(fs[0], 10, 64)
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if fs := strings.Fields(rest); len(fs) > 0 {
+				u.RSSKB, _ = strconv.ParseInt(fs[0], 10, 64)
 			}
 		}
 	}
