@@ -141,16 +141,16 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
 
-	// The gateway checks Host and Origin itself, on every bind address, and
-	// bounds bodies before the SDK sees them; the SDK's own checks stay on
-	// as a second line.
+	// The gateway checks Host and Origin itself, on every bind address (the
+	// SDK's check, which knows no allowed hosts, fires only on loopback
+	// binds), and bounds bodies before the SDK sees them.
 	g.sessions = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.stateful },
 		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: opts.SessionIdle,
-			MaxRequestBodyBytes: opts.MaxRequestBytes})
+			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
 	stateless := s.newMCP()
 	g.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stateless },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true,
-			MaxRequestBodyBytes: opts.MaxRequestBytes})
+			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
 	if opts.Auth != nil {
 		// The SDK binds a session to the user of the TokenInfo in the request's
 		// context, which only its own middleware can put there: it is handed

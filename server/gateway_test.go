@@ -1,0 +1,755 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/tenants"
+)
+
+// gateway is a Gateway serving on a real listener on 127.0.0.1.
+type gateway struct {
+	t    *testing.T
+	url  string // the MCP endpoint
+	base string // scheme and address
+	addr string
+	pool *tenants.Pool
+	stop context.CancelFunc
+	done chan error
+}
+
+// startGateway serves a server on a fresh pool through a gateway with
+// gopts. sopts may set anything but Lease, which is the pool's unless given.
+func startGateway(t *testing.T, gopts server.GatewayOptions, sopts server.Options) *gateway {
+	t.Helper()
+	pool := newPool(t, 0)
+	if sopts.Lease == nil {
+		sopts.Lease = server.LeaseOf(pool.Lease)
+	}
+	srv, err := server.New(sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := srv.NewGateway(gopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	g := &gateway{t: t, base: "http://" + ln.Addr().String(), addr: ln.Addr().String(), pool: pool, stop: stop,
+		done: make(chan error, 1)}
+	g.url = g.base + "/mcp"
+	go func() { g.done <- gw.Serve(ctx, ln) }()
+	t.Cleanup(func() { g.shutdown() })
+	return g
+}
+
+// shutdown stops the gateway as a signal would and waits for Serve.
+func (g *gateway) shutdown() error {
+	g.stop()
+	select {
+	case err := <-g.done:
+		g.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		g.t.Fatal("the gateway did not shut down")
+		return nil
+	}
+}
+
+// rpc is one JSON-RPC POST to the gateway.
+type rpc struct {
+	body    string
+	session string
+	version string
+	header  map[string]string
+}
+
+func (g *gateway) post(r rpc) *http.Response {
+	g.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.url, strings.NewReader(r.body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if r.session != "" {
+		req.Header.Set("Mcp-Session-Id", r.session)
+	}
+	if r.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", r.version)
+	}
+	for k, v := range r.header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return resp
+}
+
+// status POSTs r and returns the status, closing the body.
+func (g *gateway) status(r rpc) int {
+	g.t.Helper()
+	resp := g.post(r)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func initBody(version string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,`+
+		`"capabilities":{},"clientInfo":{"name":"gateway-test","version":"1"}}}`, version)
+}
+
+// initialize opens a session at revision version and returns its id.
+func (g *gateway) initialize(version string, header map[string]string) string {
+	g.t.Helper()
+	resp := g.post(rpc{body: initBody(version), header: header})
+	defer resp.Body.Close()
+	var res struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		g.t.Fatalf("initialize %s: %s", version, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || res.Result.ProtocolVersion != version {
+		g.t.Fatalf("initialize %s: answered %q (%v)", version, res.Result.ProtocolVersion, err)
+	}
+	id := resp.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		g.t.Fatalf("initialize %s: no session id", version)
+	}
+	if s := g.status(rpc{body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session: id, version: version, header: header}); s != http.StatusAccepted {
+		g.t.Fatalf("initialized: %d", s)
+	}
+	return id
+}
+
+// call calls a tool in a session and returns the structured result.
+func (g *gateway) call(session, version, tool, args string, header map[string]string) (map[string]any, int) {
+	g.t.Helper()
+	resp := g.post(rpc{body: fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, args),
+		session: session, version: version, header: header})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp.StatusCode
+	}
+	var res struct {
+		Result struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		g.t.Fatal(err)
+	}
+	return res.Result.StructuredContent, resp.StatusCode
+}
+
+func TestGatewayServesEverySessionRevision(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	for _, v := range []string{"2025-03-26", "2025-06-18", "2025-11-25"} {
+		id := g.initialize(v, nil)
+		res, status := g.call(id, v, "remember", `{"text":"kept over `+v+`"}`, nil)
+		if status != http.StatusOK || res["created"] != true {
+			t.Fatalf("%s: remember answered %d %v", v, status, res)
+		}
+	}
+	res, _ := g.call(g.initialize("2025-11-25", nil), "2025-11-25", "stats", `{}`, nil)
+	if res["count"] != 3.0 {
+		t.Fatalf("stats after three writes: %v", res)
+	}
+}
+
+func TestGatewayRoutesTheStatelessRevision(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	cs := connectHTTP(t, g.url, nil)
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "remember",
+		Arguments: map[string]any{"text": "written in a session"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A 2026-07-28 request needs no session; the stateful handler would
+	// refuse it.
+	resp := g.post(rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+		body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+			`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`})
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") != "" || !bytes.Contains(body, []byte(`"count":1`)) {
+		t.Fatalf("stateless stats: %s %s %s", resp.Status, resp.Header.Get("Mcp-Session-Id"), body)
+	}
+	// GET has no meaning without sessions.
+	req, _ := http.NewRequest(http.MethodGet, g.url, nil)
+	req.Header.Set("Mcp-Protocol-Version", server.RevisionStateless)
+	req.Header.Set("Accept", "text/event-stream")
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("stateless GET: %s", r2.Status)
+	}
+}
+
+// connectHTTP connects the SDK's streamable client to url, adding header to
+// every request.
+func connectHTTP(t *testing.T, url string, header http.Header) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: headerTransport{header}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+type headerTransport struct{ h http.Header }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestGatewayHealthAndReadiness(t *testing.T) {
+	notReady := errors.New("disk gone")
+	var mu sync.Mutex
+	var readyErr error
+	g := startGateway(t, server.GatewayOptions{Ready: func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return readyErr
+	}}, server.Options{})
+	get := func(path string, host string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, g.base+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	// Probes come from anywhere (a kubelet sends the pod's address as Host).
+	if s, b := get("/health", "10.1.2.3:8765"); s != 200 || b != "ok" {
+		t.Fatalf("/health: %d %q", s, b)
+	}
+	if s, _ := get("/ready", ""); s != 200 {
+		t.Fatalf("/ready: %d", s)
+	}
+	mu.Lock()
+	readyErr = notReady
+	mu.Unlock()
+	if s, b := get("/ready", ""); s != 503 || strings.Contains(b, "disk") {
+		t.Fatalf("/ready with stores that cannot open: %d %q", s, b)
+	}
+	if s, _ := get("/nowhere", ""); s != 404 {
+		t.Fatalf("unknown path: %d", s)
+	}
+}
+
+func TestGatewayHostAndOrigin(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{AllowHosts: []string{"memory.example.com", "pinned.example.com:9000"},
+		AllowOrigins: []string{"https://app.example.com"}}, server.Options{})
+	init := initBody("2025-11-25")
+	for _, c := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"loopback address", nil, 200},
+		{"localhost", map[string]string{"Host": "localhost:1234"}, 200},
+		{"ipv6 loopback", map[string]string{"Host": "[::1]:1234"}, 200},
+		{"rebinding name", map[string]string{"Host": "evil.example.net"}, 403},
+		{"rebinding name with port", map[string]string{"Host": "evil.example.net:8765"}, 403},
+		{"allowed host, any port", map[string]string{"Host": "memory.example.com:443"}, 200},
+		{"allowed host and port", map[string]string{"Host": "pinned.example.com:9000"}, 200},
+		{"allowed host, other port", map[string]string{"Host": "pinned.example.com:9001"}, 403},
+		{"lookalike", map[string]string{"Host": "localhost.evil.example.net"}, 403},
+		{"allowed origin", map[string]string{"Origin": "https://app.example.com"}, 200},
+		{"own origin", map[string]string{"Host": "localhost:7000", "Origin": "http://localhost:7000"}, 200},
+		{"other site", map[string]string{"Origin": "https://evil.example.net"}, 403},
+		{"other loopback port", map[string]string{"Host": "localhost:7000", "Origin": "http://localhost:3000"}, 403},
+		{"null origin", map[string]string{"Origin": "null"}, 403},
+		{"allowed origin over http", map[string]string{"Origin": "http://app.example.com"}, 403},
+	} {
+		if got := g.status(rpc{body: init, header: c.header}); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestGatewayBodyBound(t *testing.T) {
+	const limit = 4096
+	g := startGateway(t, server.GatewayOptions{MaxRequestBytes: limit}, server.Options{})
+	id := g.initialize("2025-11-25", nil)
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{}}}`
+	pad := func(n int) string { return call + strings.Repeat(" ", n-len(call)) }
+	if s := g.status(rpc{body: pad(limit), session: id, version: "2025-11-25"}); s != 200 {
+		t.Fatalf("a body of exactly the limit: %d", s)
+	}
+	if s := g.status(rpc{body: pad(limit + 1), session: id, version: "2025-11-25"}); s != 413 {
+		t.Fatalf("a body one byte over: %d", s)
+	}
+	// Without a Content-Length, the bound holds while reading.
+	for _, n := range []int{limit, limit + 1} {
+		req, _ := http.NewRequest(http.MethodPost, g.url, io.MultiReader(strings.NewReader(pad(n))))
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 413}[n == limit]; resp.StatusCode != want {
+			t.Fatalf("chunked body of %d: %d, want %d", n, resp.StatusCode, want)
+		}
+	}
+}
+
+func TestGatewayHeaderBounds(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	init := initBody("2025-11-25")
+	// http.Client sends Host, User-Agent, Content-Length, Content-Type,
+	// Accept and Accept-Encoding: 6 fields.
+	fields := func(n int) map[string]string {
+		h := map[string]string{}
+		for i := 0; i < n-6; i++ {
+			h[fmt.Sprintf("X-Pad-%d", i)] = "1"
+		}
+		return h
+	}
+	if s := g.status(rpc{body: init, header: fields(server.MaxHeaderFields)}); s != 200 {
+		t.Fatalf("%d fields: %d", server.MaxHeaderFields, s)
+	}
+	if s := g.status(rpc{body: init, header: fields(server.MaxHeaderFields + 1)}); s != 431 {
+		t.Fatalf("%d fields: %d", server.MaxHeaderFields+1, s)
+	}
+	// Size: measure the request's header as the gateway counts it, then pad
+	// one field to land on the bound and one byte past it.
+	base := len("POST /mcp HTTP/1.1\r\n") + len("Host: \r\n") + len(g.addr) +
+		len("User-Agent: Go-http-client/1.1\r\n") + len("Content-Length: \r\n") + len(fmt.Sprint(len(init))) +
+		len("Content-Type: application/json\r\n") + len("Accept: application/json, text/event-stream\r\n") +
+		len("Accept-Encoding: gzip\r\n") + len("X-Pad: \r\n")
+	for _, extra := range []int{0, 1} {
+		pad := strings.Repeat("a", server.MaxHeaderBytes-base+extra)
+		want := map[int]int{0: 200, 1: 431}[extra]
+		if s := g.status(rpc{body: init, header: map[string]string{"X-Pad": pad}}); s != want {
+			t.Fatalf("header of %d bytes: %d, want %d", server.MaxHeaderBytes+extra, s, want)
+		}
+	}
+}
+
+// gate is a Lease that holds every call until it is opened.
+type gate struct {
+	lease   server.Lease
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func newGate(lease server.Lease) *gate {
+	return &gate{lease: lease, entered: make(chan struct{}, 1024), open: make(chan struct{})}
+}
+
+func (g *gate) Lease(ctx context.Context, ns memgate.Namespace) (server.Store, func(), error) {
+	g.entered <- struct{}{}
+	<-g.open
+	return g.lease(ctx, ns)
+}
+
+func TestGatewayInflightCap(t *testing.T) {
+	const max = 3
+	pool := newPool(t, 0)
+	held := newGate(server.LeaseOf(pool.Lease))
+	g := startGateway(t, server.GatewayOptions{MaxInflight: max}, server.Options{Lease: held.Lease})
+	call := func() int {
+		return g.status(rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`})
+	}
+	results := make(chan int, max)
+	for range max {
+		go func() { results <- call() }()
+	}
+	for range max {
+		<-held.entered
+	}
+	// Every slot is held: the next request is refused at once.
+	resp := g.post(rpc{body: initBody("2025-11-25")})
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("request %d: %s, Retry-After %q", max+1, resp.Status, resp.Header.Get("Retry-After"))
+	}
+	close(held.open)
+	for range max {
+		if s := <-results; s != 200 {
+			t.Fatalf("a held request: %d", s)
+		}
+	}
+	if s := call(); s != 200 {
+		t.Fatalf("after the slots are free: %d", s)
+	}
+}
+
+func TestGatewaySessionCap(t *testing.T) {
+	const max = 2
+	g := startGateway(t, server.GatewayOptions{MaxSessions: max}, server.Options{})
+	ids := []string{g.initialize("2025-11-25", nil), g.initialize("2025-06-18", nil)}
+	resp := g.post(rpc{body: initBody("2025-11-25")})
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("session %d: %s", max+1, resp.Status)
+	}
+	// Sessions in use go on; ending one frees its place.
+	if _, s := g.call(ids[0], "2025-11-25", "stats", `{}`, nil); s != 200 {
+		t.Fatalf("an open session: %d", s)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, g.url, nil)
+	req.Header.Set("Mcp-Session-Id", ids[1])
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	g.initialize("2025-11-25", nil)
+}
+
+func TestGatewaySessionIdleExpiry(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{MaxSessions: 1, SessionIdle: 200 * time.Millisecond}, server.Options{})
+	id := g.initialize("2025-11-25", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, s := g.call(id, "2025-11-25", "stats", `{}`, nil)
+		if s == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an idle session was never reaped")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	g.initialize("2025-11-25", nil) // its place is free again
+}
+
+func TestGatewayStreamCap(t *testing.T) {
+	const max = 2
+	g := startGateway(t, server.GatewayOptions{MaxStreams: max}, server.Options{})
+	// A session has at most one stream of its own: each stream opens one.
+	var id string
+	open := func() *http.Response {
+		id = g.initialize("2025-11-25", nil)
+		req, _ := http.NewRequest(http.MethodGet, g.url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var streams []*http.Response
+	for range max {
+		r := open()
+		if r.StatusCode != 200 {
+			t.Fatalf("a stream within the cap: %s", r.Status)
+		}
+		streams = append(streams, r)
+	}
+	if r := open(); r.StatusCode != 503 {
+		t.Fatalf("stream %d: %s", max+1, r.Status)
+	} else {
+		r.Body.Close()
+	}
+	// Streams do not take the places of requests.
+	if _, s := g.call(id, "2025-11-25", "stats", `{}`, nil); s != 200 {
+		t.Fatalf("a call beside the streams: %d", s)
+	}
+	streams[0].Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := open()
+		r.Body.Close()
+		if r.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed stream's place never came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	streams[1].Body.Close()
+}
+
+func TestGatewayConnectionCap(t *testing.T) {
+	const max = 4
+	g := startGateway(t, server.GatewayOptions{MaxConnections: max, ReadHeaderTimeout: 300 * time.Millisecond}, server.Options{})
+	// max connections that send nothing hold every slot...
+	var held []net.Conn
+	for range max {
+		c, err := net.Dial("tcp", g.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	time.Sleep(50 * time.Millisecond) // let the server accept them
+	// ...so one more is closed before anything is read from it.
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	if n, err := c.Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("connection %d was served", max+1)
+	}
+	c.Close()
+	// The header timeout frees the held slots; a normal client is served.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(g.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("half-open connections kept their slots")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range held {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			// The server answered 408 before closing: read until EOF.
+			io.Copy(io.Discard, c)
+		}
+		c.Close()
+	}
+}
+
+// staticAuth is a test Authenticator: a token names a principal.
+type staticAuth map[string]*memgate.Principal
+
+type refusal struct {
+	status    int
+	challenge string
+}
+
+func (r refusal) Error() string     { return "refused" }
+func (r refusal) Status() int       { return r.status }
+func (r refusal) Challenge() string { return r.challenge }
+
+func (a staticAuth) Authenticate(r *http.Request) (*memgate.Principal, time.Time, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, time.Time{}, refusal{401, `Bearer realm="memgate"`}
+	}
+	if h == "Bearer scopeless" {
+		return nil, time.Time{}, refusal{403, `Bearer error="insufficient_scope", scope="memory:read"`}
+	}
+	if h == "Bearer broken" {
+		return nil, time.Time{}, errors.New("identity service exploded")
+	}
+	p, ok := a[strings.TrimPrefix(h, "Bearer ")]
+	if !ok {
+		return nil, time.Time{}, refusal{401, `Bearer error="invalid_token"`}
+	}
+	return p, time.Now().Add(time.Hour), nil
+}
+
+func TestGatewayAuthentication(t *testing.T) {
+	users := staticAuth{
+		"alice-token": {Subject: "alice", Namespace: "alice", Namespaces: []string{"alice"}, Scopes: []string{"memory:read", "memory:write"}},
+		"bob-token":   {Subject: "bob", Namespace: "bob", Namespaces: []string{"bob"}, Scopes: []string{"memory:read"}},
+	}
+	r := &tenants.Resolver{Strategy: tenants.Token}
+	g := startGateway(t, server.GatewayOptions{Auth: users}, server.Options{Resolve: r.Resolve, WriteScope: "memory:write"})
+	init := initBody("2025-11-25")
+	for _, c := range []struct {
+		name, auth, challenge string
+		want                  int
+	}{
+		{"no credential", "", `Bearer realm="memgate"`, 401},
+		{"bad token", "Bearer nope", `Bearer error="invalid_token"`, 401},
+		{"missing scope", "Bearer scopeless", `Bearer error="insufficient_scope", scope="memory:read"`, 403},
+		{"not a refusal", "Bearer broken", `Bearer error="invalid_token"`, 401},
+	} {
+		resp := g.post(rpc{body: init, header: map[string]string{"Authorization": c.auth}})
+		resp.Body.Close()
+		if resp.StatusCode != c.want || resp.Header.Get("WWW-Authenticate") != c.challenge {
+			t.Errorf("%s: %d %q, want %d %q", c.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), c.want, c.challenge)
+		}
+	}
+	alice := map[string]string{"Authorization": "Bearer alice-token"}
+	bob := map[string]string{"Authorization": "Bearer bob-token"}
+	id := g.initialize("2025-11-25", alice)
+	if res, s := g.call(id, "2025-11-25", "remember", `{"text":"alice's note"}`, alice); s != 200 || res["created"] != true {
+		t.Fatalf("alice remembers: %d %v", s, res)
+	}
+	// Bob cannot use Alice's session.
+	if _, s := g.call(id, "2025-11-25", "stats", `{}`, bob); s != http.StatusForbidden {
+		t.Fatalf("bob in alice's session: %d", s)
+	}
+	// Bob's own session sees his namespace only, and he may not write.
+	bid := g.initialize("2025-11-25", bob)
+	if res, _ := g.call(bid, "2025-11-25", "stats", `{}`, bob); res["count"] != 0.0 || res["namespace"] != "bob" {
+		t.Fatalf("bob's stats: %v", res)
+	}
+	if res, _ := g.call(bid, "2025-11-25", "remember", `{"text":"bob's note"}`, bob); res["error"] == nil {
+		t.Fatalf("bob wrote without the write scope: %v", res)
+	}
+}
+
+func TestGatewayShutdownKeepsAcknowledgedWrites(t *testing.T) {
+	dir := t.TempDir()
+	pool, err := tenants.NewPool(tenants.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := srv.NewGateway(server.GatewayOptions{ShutdownGrace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, ln) }()
+	g := &gateway{t: t, url: "http://" + ln.Addr().String() + "/mcp", base: "http://" + ln.Addr().String(), addr: ln.Addr().String()}
+	id := g.initialize("2025-11-25", nil)
+
+	// Writers run until the gateway refuses them; each counts what it saw
+	// acknowledged.
+	var acked sync.Map
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember","arguments":{"id":"w%d-%d","text":"note %d of writer %d"}}}`, w, i, i, w)
+				req, _ := http.NewRequest(http.MethodPost, g.url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Mcp-Session-Id", id)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					return
+				}
+				if bytes.Contains(b, []byte(`"created":true`)) {
+					acked.Store(fmt.Sprintf("w%d-%d", w, i), true)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	wg.Wait()
+	if err := pool.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen the data and count.
+	reopened, err := tenants.NewPool(tenants.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close(context.Background())
+	st, release, err := reopened.Lease(context.Background(), memgate.DefaultNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	n := 0
+	acked.Range(func(k, _ any) bool {
+		n++
+		if _, err := st.Get(context.Background(), k.(string)); err != nil {
+			t.Errorf("an acknowledged write is gone: %v", err)
+		}
+		return true
+	})
+	if n == 0 {
+		t.Fatal("no write was acknowledged before the shutdown")
+	}
+}
+
+func TestGatewayShutdownEndsStreams(t *testing.T) {
+	// A stream left open would hold the shutdown for the whole grace.
+	g := startGateway(t, server.GatewayOptions{ShutdownGrace: time.Minute}, server.Options{})
+	id := g.initialize("2025-11-25", nil)
+	req, _ := http.NewRequest(http.MethodGet, g.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan struct{})
+	go func() {
+		bufio.NewReader(resp.Body).WriteTo(io.Discard)
+		close(ended)
+	}()
+	g.stop()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("an SSE stream outlived the shutdown")
+	}
+	if err := g.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+}
