@@ -20,23 +20,32 @@ type indexEntry struct {
 // kinds of terms, with no weight in the ranking, so that filters read a
 // posting list instead of scanning memories.
 func (s *Store) entries(r *record) ([]indexEntry, int) {
+	out := make([]indexEntry, 0, 32)
+	length := recordTerms(r, func(kind byte, content string, tf int) {
+		out = append(out, indexEntry{term: s.seal.key(kind, content), tf: uint32(tf)})
+	})
+	return out, length
+}
+
+// recordTerms calls fn with every term a record puts in the index, before
+// it becomes a key, and returns the record's length in terms.
+func recordTerms(r *record, fn func(kind byte, content string, tf int)) int {
 	counts, length := search.TermCounts(r.indexText())
-	out := make([]indexEntry, 0, len(counts)+len(r.tags)+4)
 	for term, tf := range counts {
-		out = append(out, indexEntry{term: s.seal.key(kindWord, term), tf: uint32(tf)})
+		fn(kindWord, term, tf)
 	}
 	for _, t := range r.tags {
-		out = append(out, indexEntry{term: s.seal.key(kindTag, t), tf: 1})
+		fn(kindTag, t, 1)
 	}
 	if len(r.meta) > 0 {
 		var md map[string]any
 		if err := json.Unmarshal(r.meta, &md); err == nil {
 			for k, v := range md {
-				out = append(out, indexEntry{term: s.seal.key(kindMeta, metaTerm(k, v)), tf: 1})
+				fn(kindMeta, metaTerm(k, v), 1)
 			}
 		}
 	}
-	return out, length
+	return length
 }
 
 // metaTerm is the indexed form of one metadata pair. Values are compared as

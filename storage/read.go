@@ -157,6 +157,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			doc := binary.BigEndian.Uint64(k)
 			if created {
 				plain, err := s.seal.open(bucketCreated, k, val)
+				if err != nil {
+					return err
+				}
 				if doc, err = docRef(plain); err != nil {
 					return err
 				}

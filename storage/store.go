@@ -26,7 +26,7 @@ var (
 	bucketIDs      = []byte("ids")        // key(id) → document number
 	bucketCreated  = []byte("created")    // created_at, origin → document number
 	bucketPostings = []byte("postings")   // key(term), first document → chunk
-	bucketMeta     = []byte("meta")       // counters and the schema version
+	bucketMeta     = []byte("meta")       // counters, the schema version, encryption parameters
 	bucketCands    = []byte("candidates") // key(id) → a write awaiting approval
 )
 
@@ -64,6 +64,10 @@ type Options struct {
 	// MergeEvery is how many documents the in-memory tail of the index
 	// gathers before it is merged into the postings on disk; 0 means 4096.
 	MergeEvery int
+	// Encryption, when set, encrypts a new store and is needed to open an
+	// encrypted one; nil means a plain store. Opening a store in the other
+	// mode fails with ErrEncrypted or ErrNotEncrypted.
+	Encryption *Encryption
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -108,11 +112,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, memgate.Internal(op, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		NoSync:       opts.NoSync,
-		FreelistType: bolt.FreelistMapType,
-	})
+	db, err := openFile(path, opts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, &memgate.Error{Code: memgate.CodeStoreLocked, Op: op, Cause: err,
@@ -143,35 +143,100 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// openFile opens and locks the file at path. A rekey replaces the file
+// (rename) while it holds the lock on the old one; a process that waited
+// for that lock would then hold a file nobody sees any more, so after
+// taking the lock openFile checks that path is still the file it locked,
+// and opens it again if not.
+func openFile(path string, opts Options) (*bolt.DB, error) {
+	for attempt := 0; ; attempt++ {
+		before, statErr := os.Stat(path)
+		db, err := bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:      opts.LockTimeout,
+			NoSync:       opts.NoSync,
+			FreelistType: bolt.FreelistMapType,
+		})
+		if err != nil || statErr != nil || attempt == 3 {
+			return db, err
+		}
+		if after, err := os.Stat(path); err == nil && os.SameFile(before, after) {
+			return db, nil
+		}
+		db.Close()
+	}
+}
+
 // init creates the buckets of a new store and checks the schema of an old
-// one. Opening an existing store writes nothing.
+// one, and sets up the store's sealer: plain, or, for an encrypted store,
+// one whose keys come from the passphrase and the store's salt. Opening an
+// existing store writes nothing.
 func (s *Store) init() error {
 	const op = "storage.Open"
-	var schema []byte
+	var schema, kdf, check []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			schema = bytes.Clone(meta.Get(metaSchema))
+			kdf = bytes.Clone(meta.Get(metaKDF))
+			check = bytes.Clone(meta.Get(metaKeyCheck))
 		}
 		return nil
 	})
+	enc := s.opts.Encryption
 	switch {
 	case err != nil:
 		return memgate.Internal(op, err)
 	case schema == nil:
-		err = s.db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta, bucketCands} {
-				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-					return err
-				}
+		var sealed *encSealer
+		if enc != nil {
+			if kdf, sealed, err = enc.create(); err != nil {
+				return memgate.AsError(op, err)
 			}
-			return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
+		}
+		err = s.db.Update(func(tx *bolt.Tx) error {
+			return createBuckets(tx, kdf, sealed)
 		})
-		return memgate.Wrap(op, err)
+		if err != nil {
+			return memgate.Wrap(op, err)
+		}
+		if sealed != nil {
+			s.seal = sealed
+		}
+		return nil
 	case len(schema) != 8 || binary.BigEndian.Uint64(schema) > schemaVersion:
 		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op,
 			Message: "the store was written by a newer memgate; upgrade memgate to open it"}
+	case kdf != nil && enc == nil:
+		return ErrEncrypted
+	case kdf == nil && enc != nil:
+		return ErrNotEncrypted
+	case kdf != nil:
+		sealed, err := enc.open(kdf, check)
+		if err != nil {
+			return err
+		}
+		s.seal = sealed
 	}
 	return nil
+}
+
+// createBuckets lays out a new store in tx; with sealed (and its KDF record
+// kdf), an encrypted one.
+func createBuckets(tx *bolt.Tx, kdf []byte, sealed *encSealer) error {
+	for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta, bucketCands} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if sealed != nil {
+		if err := meta.Put(metaKDF, kdf); err != nil {
+			return err
+		}
+		if err := meta.Put(metaKeyCheck, sealed.seal(bucketMeta, metaKeyCheck, keyCheckText)); err != nil {
+			return err
+		}
+	}
+	return meta.Put(metaSchema, u64(schemaVersion))
 }
 
 // Path is the store's file.

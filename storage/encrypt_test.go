@@ -1,0 +1,427 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/search"
+)
+
+var _ sealer = (*encSealer)(nil)
+
+// testKDF keeps key derivation fast in tests; stores record it, so each
+// open derives with it too.
+var testKDF = KDFParams{Time: 1, Memory: 64, Threads: 1}
+
+func encryption(t testing.TB, passphrase string) *Encryption {
+	t.Helper()
+	e, err := NewEncryption(passphrase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.KDF = testKDF
+	return e
+}
+
+// encrypted is an openTest option: encrypt with passphrase.
+func encrypted(t testing.TB, passphrase string) func(*Options) {
+	e := encryption(t, passphrase)
+	return func(o *Options) { o.Encryption = e }
+}
+
+// The distinctive word, in the forms a careless store could write.
+const secretWord = "Quixotrambulation"
+
+// needles returns every form of secretWord (and of the other contents) that
+// must appear in no file: as written, folded, and as the analyser's terms.
+func needles() []string {
+	base := []string{secretWord, strings.ToLower(secretWord), "quixotrambulat", "Zephyrglint", "zephyrglint", "wobblecrest", "Wobblecrest"}
+	for _, s := range []string{secretWord + "ing " + secretWord + "s Zephyrglints Wobblecrests"} {
+		base = append(base, search.Terms(s)...)
+	}
+	return base
+}
+
+// fillSecret writes memories carrying the secret word as text, title, tag,
+// metadata key and value, and id; replaces some, forgets others, enough
+// to merge the index a few times; and proposes a candidate.
+func fillSecret(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 60 {
+		w := memgate.Write{
+			ID:       fmt.Sprintf("%s-%d", secretWord, i),
+			Text:     fmt.Sprintf("The %sing of %ss number %d near the Zephyrglint", secretWord, secretWord, i),
+			Title:    secretWord + " Wobblecrest",
+			Tags:     []string{strings.ToLower(secretWord), "zephyrglint"},
+			Metadata: map[string]any{secretWord: "Wobblecrest " + secretWord},
+		}
+		put(t, s, w)
+	}
+	for i := range 60 {
+		id := fmt.Sprintf("%s-%d", secretWord, i)
+		switch i % 3 {
+		case 0:
+			if err := s.Delete(ctx, id, nil); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			put(t, s, memgate.Write{ID: id, Text: "replaced by " + secretWord + "ed words", Tags: []string{"zephyrglint"}})
+		}
+	}
+	if _, err := s.Propose(ctx, memgate.Write{ID: secretWord + "-candidate", Text: secretWord + " proposed"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// findNeedles returns the needles found in any file under dir, every byte
+// of it (free pages included), with the file's name.
+func findNeedles(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range needles() {
+			if bytes.Contains(b, []byte(n)) || bytes.Contains(bytes.ToLower(b), []byte(strings.ToLower(n))) {
+				found = append(found, filepath.Base(path)+": "+n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func TestEncryptedStoreWritesNoContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stores", "default", FileName)
+	opts := Options{MergeEvery: 16, Encryption: encryption(t, "correct horse battery staple")}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSecret(t, s)
+	var backup bytes.Buffer
+	if _, err := s.Backup(context.Background(), &backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "backup.db"), backup.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, path)
+	if found := findNeedles(t, dir); len(found) > 0 {
+		t.Fatalf("plaintext in the encrypted store's files: %v", found)
+	}
+	// The store still answers, through the passphrase.
+	s, err = Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Search(context.Background(), memgate.Query{Text: strings.ToLower(secretWord), Tags: []string{"zephyrglint"},
+		Filter: map[string]any{secretWord: "Wobblecrest " + secretWord}, Limit: 100})
+	if err != nil || len(res.Hits) != 20 {
+		t.Fatalf("search: %d hits, %v; want the 20 memories neither replaced nor forgotten", len(res.Hits), err)
+	}
+	if _, err := s.Get(context.Background(), secretWord+"-1"); err != nil {
+		t.Fatalf("get by id: %v", err)
+	}
+}
+
+// The same scan finds the word in a plain store: the check can fail.
+func TestPlainStoreScanFindsContent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(filepath.Join(dir, FileName), Options{MergeEvery: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSecret(t, s)
+	s.Close()
+	if found := findNeedles(t, dir); len(found) == 0 {
+		t.Fatal("the scan finds nothing in a plain store; it would miss a leak")
+	}
+}
+
+func TestOpenRefusesTheWrongKeyOrMode(t *testing.T) {
+	dir := t.TempDir()
+	encPath := filepath.Join(dir, "enc", FileName)
+	plainPath := filepath.Join(dir, "plain", FileName)
+	for path, e := range map[string]*Encryption{encPath: encryption(t, "the right passphrase"), plainPath: nil} {
+		s, err := Open(path, Options{NoSync: true, Encryption: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, memgate.Write{ID: "a", Text: "alpha"})
+		s.Close()
+	}
+	cases := []struct {
+		name string
+		path string
+		enc  *Encryption
+		want error
+	}{
+		{"a wrong passphrase fails the open", encPath, encryption(t, "the wrong passphrase"), ErrWrongPassphrase},
+		{"an encrypted store opened plain fails", encPath, nil, ErrEncrypted},
+		{"a plain store opened with a passphrase fails", plainPath, encryption(t, "the right passphrase"), ErrNotEncrypted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Open(c.path, Options{NoSync: true, Encryption: c.enc})
+			if err == nil {
+				s.Close()
+				t.Fatal("opened")
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if strings.Contains(err.Error(), "passphrase\"") || strings.Contains(err.Error(), "right passphrase") || strings.Contains(err.Error(), "wrong passphrase\"") {
+				t.Fatalf("the error shows the passphrase: %v", err)
+			}
+		})
+	}
+	// Nothing was written by the failed opens: each store opens as before.
+	for path, e := range map[string]*Encryption{encPath: encryption(t, "the right passphrase"), plainPath: nil} {
+		s, err := Open(path, Options{NoSync: true, Encryption: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := s.Get(context.Background(), "a"); err != nil || m.Text != "alpha" {
+			t.Fatalf("get = %q, %v", m.Text, err)
+		}
+		s.Close()
+	}
+}
+
+func TestEncryptionNeverPrintsThePassphrase(t *testing.T) {
+	e := encryption(t, "hunter2-but-longer")
+	for _, s := range []string{fmt.Sprint(e), fmt.Sprintf("%+v", Options{Encryption: e}), fmt.Sprintf("%#v", e)} {
+		if strings.Contains(s, "hunter2") {
+			t.Fatalf("printed: %s", s)
+		}
+	}
+	if _, err := NewEncryption(""); err == nil {
+		t.Fatal("an empty passphrase was accepted")
+	}
+}
+
+// tamper changes the raw value of one key of bucket in the closed file at
+// path with fn.
+func tamper(t *testing.T, path string, bucket []byte, pick func(k []byte) bool, fn func(b *bolt.Bucket, k, v []byte) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if pick(k) {
+				return fn(b, bytes.Clone(k), bytes.Clone(v))
+			}
+		}
+		return errors.New("no key to tamper with")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTamperedValuesAreErrorsNotData(t *testing.T) {
+	ctx := context.Background()
+	flip := func(b *bolt.Bucket, k, v []byte) error {
+		v[len(v)-5] ^= 1
+		return b.Put(k, v)
+	}
+	cases := []struct {
+		name   string
+		bucket []byte
+		pick   func(k []byte) bool
+		change func(b *bolt.Bucket, k, v []byte) error
+		read   func(s *Store) error
+	}{
+		{"a flipped bit in a record fails get", bucketDocs, func(k []byte) bool { return true }, flip,
+			func(s *Store) error { _, err := s.Get(ctx, "m0"); return err }},
+		{"a record moved to another document fails list", bucketDocs, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error {
+				c := b.Cursor()
+				k2, _ := c.Last()
+				return b.Put(bytes.Clone(k2), v)
+			},
+			func(s *Store) error { _, err := s.List(ctx, memgate.ListQuery{Limit: 100}); return err }},
+		{"a flipped bit in an id's document number fails get", bucketIDs, func(k []byte) bool { return true }, flip,
+			func(s *Store) error {
+				for i := range 20 {
+					if _, err := s.Get(ctx, fmt.Sprint("m", i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+		{"a flipped bit in a posting chunk fails search", bucketPostings, func(k []byte) bool { return true }, flip,
+			func(s *Store) error {
+				for _, w := range []string{"alpha", "beta", "gamma", "delta"} {
+					if _, err := s.Search(ctx, memgate.Query{Text: w}); err != nil {
+						return err
+					}
+				}
+				_, err := s.Search(ctx, memgate.Query{Tags: []string{"t"}})
+				return err
+			}},
+		{"a cut creation value fails the created order", bucketCreated, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error { return b.Put(k, v[:10]) },
+			func(s *Store) error {
+				_, err := s.List(ctx, memgate.ListQuery{Order: memgate.OrderCreatedAsc, Limit: 100})
+				return err
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			opts := Options{NoSync: true, MergeEvery: 5, Encryption: encryption(t, "a passphrase for tampering")}
+			s, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: "alpha beta gamma delta", Tags: []string{"t"}})
+			}
+			s.Close()
+			tamper(t, path, c.bucket, c.pick, c.change)
+			s, err = Open(path, opts)
+			if err != nil {
+				if errors.Is(err, ErrTampered) {
+					return // the tail's rebuild at open read it
+				}
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = c.read(s)
+			if !errors.Is(err, ErrTampered) {
+				t.Fatalf("err = %v, want ErrTampered", err)
+			}
+			if memgate.ErrorCode(err) != memgate.CodeInternal {
+				t.Fatalf("code = %s, want internal", memgate.ErrorCode(err))
+			}
+		})
+	}
+}
+
+func TestEncryptedIndexMatchesStore(t *testing.T) {
+	for _, every := range []int{1, 7} {
+		t.Run(fmt.Sprint("merge every ", every), func(t *testing.T) {
+			indexMatchesStore(t, openTest(t, encrypted(t, "index passphrase"), func(o *Options) { o.MergeEvery = every }))
+		})
+	}
+}
+
+// A plain and an encrypted store given the same writes answer every read
+// the same: search (scores too), tag and filter narrowing, every list order
+// and its pages, compare-and-set, export.
+func TestEncryptedStoreAnswersAsPlain(t *testing.T) {
+	ctx := context.Background()
+	clock := func() func() time.Time {
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		tick := 0
+		return func() time.Time { tick++; return base.Add(time.Duration(tick) * time.Second) }
+	}
+	plain := openTest(t, func(o *Options) { o.Now = clock(); o.MergeEvery = 9 })
+	enc := openTest(t, encrypted(t, "parity passphrase"), func(o *Options) { o.Now = clock(); o.MergeEvery = 9 })
+	words := []string{"river", "stone", "cloud", "ember", "frost", "grove", "deploy", "staging"}
+	both := func(fn func(s *Store) (any, error)) {
+		t.Helper()
+		a, aerr := fn(plain)
+		b, berr := fn(enc)
+		if !reflect.DeepEqual(a, b) || memgate.ErrorCode(aerr) != memgate.ErrorCode(berr) {
+			t.Fatalf("plain and encrypted differ:\n plain %v %v\n enc   %v %v", a, aerr, b, berr)
+		}
+	}
+	for i := range 120 {
+		w := memgate.Write{
+			ID:       fmt.Sprint("m", i%50),
+			Text:     fmt.Sprintf("%s %s %s note %d", words[i%8], words[(i*3)%8], words[(i*5)%8], i),
+			Tags:     []string{words[i%3]},
+			Metadata: map[string]any{"n": float64(i % 4)},
+		}
+		both(func(s *Store) (any, error) { m, created, err := s.Put(ctx, w); return []any{m, created}, err })
+		if i%11 == 0 {
+			both(func(s *Store) (any, error) { return nil, s.Delete(ctx, fmt.Sprint("m", (i+7)%50), nil) })
+		}
+	}
+	// Compare-and-set: a stale version, the right one, create-only.
+	both(func(s *Store) (any, error) {
+		_, _, err := s.Put(ctx, memgate.Write{ID: "m1", Text: "x", IfVersion: ptr(int64(1))})
+		return nil, err
+	})
+	both(func(s *Store) (any, error) {
+		m, err := s.Get(ctx, "m2")
+		if err != nil {
+			return nil, err
+		}
+		m, _, err = s.Put(ctx, memgate.Write{ID: "m2", Text: "river again", IfVersion: ptr(m.Version)})
+		return m, err
+	})
+	both(func(s *Store) (any, error) {
+		_, _, err := s.Put(ctx, memgate.Write{ID: "m3", Text: "x", IfVersion: ptr(int64(0))})
+		return nil, err
+	})
+	for _, q := range []memgate.Query{
+		{Text: "river stone", Limit: 100},
+		{Text: "ember", Tags: []string{"cloud"}, Limit: 100},
+		{Text: "frost grove", Tags: []string{"river", "stone"}, TagsMode: memgate.TagsAny, Limit: 100},
+		{Text: "note", Filter: map[string]any{"n": 2}, Limit: 100},
+		{Tags: []string{"stone"}, Limit: 100},
+		{Text: "nothing matches this"},
+	} {
+		both(func(s *Store) (any, error) { return s.Search(ctx, q) })
+	}
+	for _, order := range []string{memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc, memgate.OrderCreatedDesc} {
+		both(func(s *Store) (any, error) {
+			var pages []memgate.Page
+			cursor := ""
+			for {
+				p, err := s.List(ctx, memgate.ListQuery{Order: order, Limit: 7, Cursor: cursor, Tags: []string{"river"}})
+				if err != nil {
+					return nil, err
+				}
+				pages = append(pages, p)
+				if cursor = p.NextCursor; cursor == "" {
+					return pages, nil
+				}
+			}
+		})
+	}
+	both(func(s *Store) (any, error) {
+		var buf bytes.Buffer
+		_, _, err := s.Export(ctx, &buf, "", 0)
+		return buf.String(), err
+	})
+	both(func(s *Store) (any, error) {
+		st, err := s.Stats(ctx)
+		return st.Count, err
+	})
+}

@@ -1,0 +1,178 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/memgate/memgate"
+)
+
+// rekeyFixture makes an encrypted store under oldPass with memories whose
+// index is partly merged and partly in the tail, and a candidate; it
+// returns the file and what a reader should see.
+func rekeyFixture(t *testing.T, oldPass string) (string, memgate.Result, memgate.Page) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stores", "default", FileName)
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 40, Encryption: encryption(t, oldPass)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 2500 { // past rekeyBatch, so the copy takes several transactions
+		put(t, s, memgate.Write{ID: fmt.Sprint("m", i%1200), Text: fmt.Sprintf("harbor lantern %d %s", i, letterWord(i)),
+			Tags: []string{fmt.Sprint("t", i%5)}, Metadata: map[string]any{"k": float64(i % 3)}})
+	}
+	if err := s.Delete(ctx, "m7", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Propose(ctx, memgate.Write{ID: "cand", Text: "waiting"}); err != nil {
+		t.Fatal(err)
+	}
+	return path, answers(t, s), mustList(t, s)
+}
+
+func answers(t *testing.T, s *Store) memgate.Result {
+	t.Helper()
+	res, err := s.Search(context.Background(), memgate.Query{Text: "harbor lantern", Tags: []string{"t3"}, Filter: map[string]any{"k": 1}, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) == 0 {
+		t.Fatal("the fixture's search finds nothing")
+	}
+	return res
+}
+
+func mustList(t *testing.T, s *Store) memgate.Page {
+	t.Helper()
+	p, err := s.List(context.Background(), memgate.ListQuery{Order: memgate.OrderCreatedDesc, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// wantWhole opens path with e and checks it answers as before.
+func wantWhole(t *testing.T, path string, e *Encryption, res memgate.Result, page memgate.Page) {
+	t.Helper()
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 40, Encryption: e})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	if got := answers(t, s); fmt.Sprint(got) != fmt.Sprint(res) {
+		t.Fatalf("search differs:\n got  %v\n want %v", got.Hits[:1], res.Hits[:1])
+	}
+	if got := mustList(t, s); fmt.Sprint(got) != fmt.Sprint(page) {
+		t.Fatal("list differs")
+	}
+	c, err := s.Candidates(context.Background(), "", 10)
+	if err != nil || len(c.Memories) != 1 || c.Memories[0].ID != "cand" {
+		t.Fatalf("candidates = %v, %v", c.Memories, err)
+	}
+	if _, err := s.Get(context.Background(), "m7"); memgate.ErrorCode(err) != memgate.CodeNotFound {
+		t.Fatalf("forgotten memory: %v", err)
+	}
+	// Writes go on, with versions after the old ones.
+	m, _, err := s.Put(context.Background(), memgate.Write{ID: "m1", Text: "after"})
+	if err != nil || m.Version <= 2500 {
+		t.Fatalf("put after: version %d, %v", m.Version, err)
+	}
+	s.Close()
+	checkFile(t, path)
+}
+
+func TestRekey(t *testing.T) {
+	path, res, page := rekeyFixture(t, "old passphrase")
+	oldE, newE := encryption(t, "old passphrase"), encryption(t, "new passphrase")
+	if err := Rekey(context.Background(), path, Options{Encryption: oldE}, newE); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + rekeySuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the new file is left beside: %v", err)
+	}
+	if _, err := Open(path, Options{Encryption: encryption(t, "old passphrase")}); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("the old passphrase: %v, want ErrWrongPassphrase", err)
+	}
+	wantWhole(t, path, newE, res, page)
+}
+
+func TestRekeyRefusesTheWrongPassphraseAndPlainStores(t *testing.T) {
+	path, _, _ := rekeyFixture(t, "old passphrase")
+	err := Rekey(context.Background(), path, Options{Encryption: encryption(t, "not it")}, encryption(t, "new"))
+	if !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("err = %v", err)
+	}
+	plain := filepath.Join(t.TempDir(), FileName)
+	s, _ := Open(plain, Options{NoSync: true})
+	s.Close()
+	err = Rekey(context.Background(), plain, Options{Encryption: encryption(t, "old")}, encryption(t, "new"))
+	if !errors.Is(err, ErrNotEncrypted) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A crash at any step of a rekey leaves the old store whole (before the
+// rename) or the new one (after); a rekey after the crash completes.
+func TestRekeyCrashLeavesOneStoreWhole(t *testing.T) {
+	errCrash := errors.New("crash")
+	for _, step := range []string{rekeyStepCopying, rekeyStepSynced, rekeyStepRenamed} {
+		t.Run("a crash when "+step, func(t *testing.T) {
+			path, res, page := rekeyFixture(t, "old passphrase")
+			oldE, newE := encryption(t, "old passphrase"), encryption(t, "new passphrase")
+			rekeyFault = func(s string) error {
+				if s == step {
+					return errCrash
+				}
+				return nil
+			}
+			err := Rekey(context.Background(), path, Options{Encryption: oldE}, newE)
+			rekeyFault = nil
+			if !errors.Is(err, errCrash) {
+				t.Fatalf("err = %v, want the crash", err)
+			}
+			if step == rekeyStepRenamed {
+				wantWhole(t, path, newE, res, page)
+				return
+			}
+			if _, err := os.Stat(path + rekeySuffix); err != nil {
+				t.Fatalf("the crash left no new file beside: %v", err)
+			}
+			wantWhole(t, path, oldE, res, page)
+			res, page = answersOf(t, path, oldE)
+			if err := Rekey(context.Background(), path, Options{Encryption: oldE}, newE); err != nil {
+				t.Fatalf("rekey after the crash: %v", err)
+			}
+			wantWhole(t, path, newE, res, page)
+		})
+	}
+}
+
+func answersOf(t *testing.T, path string, e *Encryption) (memgate.Result, memgate.Page) {
+	t.Helper()
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 40, Encryption: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return answers(t, s), mustList(t, s)
+}
+
+// A rekey holds the store's lock throughout: an open store refuses it.
+func TestRekeyOfAnOpenStoreIsStoreLocked(t *testing.T) {
+	path, _, _ := rekeyFixture(t, "old passphrase")
+	s, err := Open(path, Options{NoSync: true, Encryption: encryption(t, "old passphrase")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = Rekey(context.Background(), path, Options{LockTimeout: 50e6, Encryption: encryption(t, "old passphrase")}, encryption(t, "new"))
+	if memgate.ErrorCode(err) != memgate.CodeStoreLocked {
+		t.Fatalf("err = %v, want store_locked", err)
+	}
+}
