@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// servedHTTP is one `memgate serve --transport http` run in-process.
+type servedHTTP struct {
+	url    string
+	stderr *syncBuffer
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// serveHTTP starts run(serve --transport http --bind 127.0.0.1:0, args...)
+// and waits for its listening line.
+func serveHTTP(t *testing.T, e env, args ...string) *servedHTTP {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	s := &servedHTTP{stderr: &syncBuffer{}, stop: stop, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, append([]string{"serve", "--transport", "http", "--bind", "127.0.0.1:0"}, args...), e.get,
+			strings.NewReader(""), outW, s.stderr)
+		outW.Close()
+		s.done <- err
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	go io.Copy(io.Discard, outR)
+	const prefix = "memgate listening on "
+	if err != nil || !strings.HasPrefix(line, prefix) {
+		t.Fatalf("listening line %q (%v); stderr %q", line, err, s.stderr.String())
+	}
+	s.url = strings.TrimSpace(strings.TrimPrefix(line, prefix))
+	t.Cleanup(func() { stop(); <-s.done })
+	return s
+}
+
+func TestServeOverHTTP(t *testing.T) {
+	dir := t.TempDir()
+	s := serveHTTP(t, env{}, "--data-dir", dir, "--path", "/memory")
+	if !strings.HasSuffix(s.url, "/memory") || !strings.HasPrefix(s.url, "http://127.0.0.1:") {
+		t.Fatalf("url %q", s.url)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "remember", Arguments: map[string]any{"text": "over http"}})
+	if err != nil || res.IsError {
+		t.Fatalf("remember: %v %v", err, res)
+	}
+	cs.Close()
+	resp, err := http.Get(strings.TrimSuffix(s.url, "/memory") + "/ready")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/ready: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	// A signal is a clean exit, and the write is on disk.
+	s.stop()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve returned %v; stderr %q", err, s.stderr.String())
+		}
+		s.done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	st := mg(t, env{}, "", "stats", "--data-dir", dir).ok(t)
+	if st["count"] != 1.0 {
+		t.Fatalf("after restart: %v", st)
+	}
+}
+
+func TestServeHTTPRefusesUnsafeStarts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"remote bind", []string{"--bind", "0.0.0.0:0"}, "--bind: not a loopback address"},
+		{"remote bind without auth", []string{"--bind", "0.0.0.0:0", "--allow-remote"}, "needs an auth mode"},
+		{"bad bind", []string{"--bind", "nowhere"}, "--bind: must be HOST:PORT"},
+		{"bad path", []string{"--path", "mcp"}, "--path: must start with /"},
+		{"zero cap", []string{"--max-inflight", "0"}, "--max-inflight: must be at least 1"},
+		{"tiny body", []string{"--max-request-bytes", "10"}, "--max-request-bytes"},
+		{"bad origin", []string{"--allow-origin", "evil.example.com"}, "--allow-origin"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mg(t, env{}, "", append([]string{"serve", "--transport", "http", "--data-dir", t.TempDir()}, c.args...)...)
+			r.fails(t, 2, c.want)
+			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 {
+				t.Fatalf("want one line, got %q", r.stderr)
+			}
+		})
+	}
+}
