@@ -8,6 +8,7 @@
 //	memgate stats | export | import    statistics, JSON Lines out and in
 //	memgate backup FILE                consistent copy of a live store
 //	memgate candidates list|approve|reject   review --write-mode candidate
+//	memgate rekey                      re-encrypt the stores under a new passphrase
 //	memgate invoke TOOL                call a tool with JSON on standard input
 //	memgate verify | version           check the installation; print the version
 //

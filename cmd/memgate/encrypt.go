@@ -1,7 +1,61 @@
 package main
 
-// encryptFlags configure encryption at rest.
-type encryptFlags struct{}
+import (
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/memgate/memgate/storage"
+)
+
+// encryptFlags configure encryption at rest. The passphrase itself is never
+// a flag: it comes from the environment variable that --passphrase-env
+// names, read through the app's getenv.
+type encryptFlags struct {
+	Encrypt       bool   `name:"encrypt" help:"Encrypt the stores at rest with the passphrase in the variable --passphrase-env names; an encrypted store opens only with it."`
+	PassphraseEnv string `name:"passphrase-env" default:"MEMGATE_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the passphrase of --encrypt."`
+}
+
+// minPassphraseChars is the shortest passphrase accepted. Argon2id slows
+// guessing down; it cannot save a passphrase short enough to enumerate.
+const minPassphraseChars = 8
+
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // validate reports the problems of the encryption flags through bad.
-func (f *encryptFlags) validate(c *Config, bad func(flag, format string, args ...any)) {}
+func (f *encryptFlags) validate(c *Config, bad func(flag, format string, args ...any)) {
+	if !envVarName.MatchString(f.PassphraseEnv) {
+		bad("passphrase-env", "must be the name of an environment variable (letters, digits and _)")
+	}
+}
+
+// kdfCost is the Argon2id cost of the stores this process creates or
+// rekeys; the zero value means storage.DefaultKDF. Tests lower it.
+var kdfCost storage.KDFParams
+
+// encryption returns the encryption of the configuration: nil without
+// --encrypt; a usage error, naming the variable but never its value, when
+// the passphrase is missing or too short.
+func (a *app) encryption() (*storage.Encryption, error) {
+	if !a.cfg.Encryption.Encrypt {
+		return nil, nil
+	}
+	return a.passphrase("encrypt", a.cfg.Encryption.PassphraseEnv)
+}
+
+// passphrase reads the passphrase in the variable name, for flag.
+func (a *app) passphrase(flag, name string) (*storage.Encryption, error) {
+	p := a.getenv(name)
+	switch {
+	case p == "":
+		return nil, usageError{fmt.Errorf("--%s: the passphrase variable %s is unset or empty", flag, name)}
+	case utf8.RuneCountInString(p) < minPassphraseChars:
+		return nil, usageError{fmt.Errorf("--%s: the passphrase in %s is shorter than %d characters", flag, name, minPassphraseChars)}
+	}
+	e, err := storage.NewEncryption(p)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--%s: the passphrase in %s cannot be used", flag, name)}
+	}
+	e.KDF = kdfCost
+	return e, nil
+}

@@ -51,11 +51,15 @@ func (a *app) resolver() (*tenants.Resolver, error) {
 // openPool opens the pool of stores in the data folder. The caller closes
 // it with closePool.
 func (a *app) openPool() (*tenants.Pool, error) {
+	enc, err := a.encryption()
+	if err != nil {
+		return nil, err
+	}
 	return tenants.NewPool(tenants.Options{
 		Dir:         a.cfg.DataDir,
 		MaxStores:   a.cfg.MaxStores,
 		IdleTimeout: a.cfg.StoreIdleTimeout,
-		Store:       storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log},
+		Store:       storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc},
 		Logger:      a.log,
 	})
 }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
+)
+
+// rekeyCmd re-encrypts every store of the data folder under a new
+// passphrase. Each store is rewritten beside itself and renamed into place
+// (storage.Rekey), so a crash leaves each one whole under the old
+// passphrase or the new; a store already under the new passphrase is left
+// alone, so running the command again after a crash finishes the job.
+type rekeyCmd struct {
+	NewPassphraseEnv string `name:"new-passphrase-env" default:"MEMGATE_NEW_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the new passphrase (the current one is in --passphrase-env's)."`
+}
+
+// rekeyReport is what rekey prints.
+type rekeyReport struct {
+	Rekeyed   int `json:"rekeyed"`
+	Unchanged int `json:"unchanged"` // already under the new passphrase
+}
+
+func (c *rekeyCmd) Run(a *app) error {
+	if !envVarName.MatchString(c.NewPassphraseEnv) {
+		return usageError{errors.New("--new-passphrase-env: must be the name of an environment variable (letters, digits and _)")}
+	}
+	from, err := a.passphrase("passphrase-env", a.cfg.Encryption.PassphraseEnv)
+	if err != nil {
+		return err
+	}
+	to, err := a.passphrase("new-passphrase-env", c.NewPassphraseEnv)
+	if err != nil {
+		return err
+	}
+	stores, err := storeFiles(a.cfg.DataDir)
+	if err != nil {
+		return memgate.Internal("cmd.rekey", err)
+	}
+	var rep rekeyReport
+	for _, s := range stores {
+		if err := a.ctx.Err(); err != nil {
+			return err
+		}
+		opts := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: from}
+		err := storage.Rekey(a.ctx, s.path, opts, to)
+		if errors.Is(err, storage.ErrWrongPassphrase) {
+			// Rekeyed by an earlier run that stopped part way?
+			opts.Encryption = to
+			if st, oerr := storage.Open(s.path, opts); oerr == nil {
+				st.Close()
+				rep.Unchanged++
+				continue
+			}
+		}
+		if err != nil {
+			// Stores before this one stay rekeyed; a rerun goes on from here.
+			if e := memgate.AsError("cmd.rekey", err); e.Code != memgate.CodeInternal {
+				return &memgate.Error{Code: e.Code, Op: e.Op, Cause: e.Cause, Details: e.Details,
+					Message: "namespace " + s.ns + ": " + e.Message}
+			}
+			return err
+		}
+		a.log.Info("rekeyed", "op", "cmd.rekey", "namespace", s.ns)
+		rep.Rekeyed++
+	}
+	return a.printJSON(rep)
+}
+
+type storeFile struct {
+	ns   string
+	path string
+}
+
+// storeFiles lists the store files of the data folder dir: a plain file in a
+// plain folder named as a namespace, the way the pool lays them out.
+func storeFiles(dir string) ([]storeFile, error) {
+	root := filepath.Join(dir, "stores")
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []storeFile
+	for _, e := range entries {
+		if !e.IsDir() || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		if _, err := memgate.ParseNamespace("namespace", e.Name()); err != nil {
+			continue
+		}
+		path := filepath.Join(root, e.Name(), storage.FileName)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, storeFile{ns: e.Name(), path: path})
+	}
+	return out, nil
+}
