@@ -46,8 +46,8 @@ type KDFParams struct {
 	Threads uint8
 }
 
-// DefaultKDF is the cost of new stores: about 0.1 s and 64 MiB per open on
-// a current machine.
+// DefaultKDF is the cost of new stores: 64 MiB and a few tenths of a
+// second, once per store a process opens (the keys are kept after that).
 var DefaultKDF = KDFParams{Time: 3, Memory: 64 << 10, Threads: 4}
 
 // Bounds on the parameters a store may record, so that a damaged or
