@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { dataDir, TOOLS, names } from './harness.mjs';
+import { dataDir, runBinary, TOOLS, names } from './harness.mjs';
 import {
   startHttpServer, connectSession, connectStateless, request, rpcHeaders,
   initializeBody, statelessBody, statelessHeaders, STATEFUL, STATELESS,
@@ -235,6 +235,64 @@ test('SIGTERM stops the server with status 0, open sessions and all; a restart f
   const next = await again.ok('remember', { text: 'written after the restart' });
   assert.ok(next.memory.version > Math.max(a.version, b.version), 'versions go on from where they were');
   assert.deepEqual(await second.stop('SIGINT'), { code: 0, signal: null });
+});
+
+test('SIGTERM under concurrent writes: status 0, and every acknowledged write is there after a restart', async (t) => {
+  const dir = await dataDir(t);
+  const first = await startHttpServer(t, dir);
+  const acked = new Map();
+  let next = 0;
+  // Each writer goes on until the server stops answering (a refused
+  // connection, a reset, or 503 while it shuts down), at most 500 writes.
+  const writer = async (w) => {
+    for (let i = 0; i < 500; i++) {
+      const id = `w${w}-${next++}`;
+      let r;
+      try {
+        r = await request(first.url, { method: 'POST', headers: statelessHeaders('tools/call', 'remember'),
+          body: statelessBody('tools/call', { name: 'remember', arguments: { id, text: `text of ${id}` } }) });
+      } catch {
+        return;
+      }
+      if (r.status === 503) return;
+      assert.equal(r.status, 200, `${id}: ${r.status} ${r.text}`);
+      const result = message(r).result;
+      assert.ok(!result.isError, `${id}: ${JSON.stringify(result.structuredContent)}`);
+      acked.set(id, result.structuredContent.memory);
+    }
+  };
+  const writers = Array.from({ length: 8 }, (_, w) => writer(w));
+  await new Promise((r) => setTimeout(r, 300));
+  const stopped = first.stop('SIGTERM');
+  await Promise.all(writers);
+  assert.deepEqual(await stopped, { code: 0, signal: null });
+  assert.ok(acked.size > 0, 'some writes were acknowledged before the signal');
+
+  const second = await startHttpServer(t, dir);
+  const s = await connectSession(t, second.url);
+  const all = [];
+  let cursor;
+  do {
+    const page = await s.ok('list', { limit: 1000, ...(cursor ? { cursor } : {}) });
+    all.push(...page.memories);
+    cursor = page.next_cursor;
+  } while (cursor);
+  const byId = new Map(all.map((m) => [m.id, m]));
+  for (const [id, m] of acked) {
+    assert.deepEqual(byId.get(id), m, `acknowledged write ${id} is there, exactly`);
+  }
+});
+
+test('a non-loopback bind needs --allow-remote and an auth mode', async (t) => {
+  const dir = await dataDir(t);
+  const open = await runBinary(['serve', '--transport', 'http', '--bind', '0.0.0.0:0', '--data-dir', dir]);
+  assert.equal(open.code, 2);
+  assert.match(open.stderr, /--bind/);
+  assert.equal(open.stdout, '', 'it never listened');
+  const noAuth = await runBinary(['serve', '--transport', 'http', '--bind', '0.0.0.0:0', '--allow-remote', '--data-dir', dir]);
+  assert.equal(noAuth.code, 2);
+  assert.match(noAuth.stderr, /auth/);
+  assert.equal(noAuth.stdout, '');
 });
 
 test('Host must be loopback or allowed, and an Origin must be allowed: else 403', async (t) => {
