@@ -66,15 +66,7 @@ func Open(ctx context.Context, client *http.Client, url, version string) (*Sessi
 
 // CallTool runs tools/call; see ToolResult.
 func (s *Session) CallTool(ctx context.Context, name string, args any) (json.RawMessage, time.Duration, error) {
-	params := map[string]any{"name": name, "arguments": args}
-	if s.Version == Stateless {
-		params["_meta"] = map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    Stateless,
-			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "memgate-bench", "version": "0.1"},
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-		}
-	}
-	res, d, err := s.call(ctx, "tools/call", name, params)
+	res, d, err := s.call(ctx, "tools/call", name, map[string]any{"name": name, "arguments": args})
 	if err != nil {
 		return nil, d, err
 	}
@@ -83,7 +75,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args any) (json.Raw
 }
 
 // Call sends one request and returns its result and latency.
-func (s *Session) Call(ctx context.Context, method string, params any) (json.RawMessage, time.Duration, error) {
+func (s *Session) Call(ctx context.Context, method string, params map[string]any) (json.RawMessage, time.Duration, error) {
 	return s.call(ctx, method, "", params)
 }
 
@@ -105,7 +97,7 @@ func (s *Session) post(ctx context.Context, method, name string, body []byte) (*
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 	}
-	if s.Version == Stateless {
+	if s.Version == Stateless && !strings.HasPrefix(method, "notifications/") {
 		req.Header.Set("Mcp-Method", method)
 		if name != "" {
 			req.Header.Set("Mcp-Name", name)
@@ -114,7 +106,16 @@ func (s *Session) post(ctx context.Context, method, name string, body []byte) (*
 	return s.client.Do(req)
 }
 
-func (s *Session) call(ctx context.Context, method, name string, params any) (json.RawMessage, time.Duration, error) {
+func (s *Session) call(ctx context.Context, method, name string, params map[string]any) (json.RawMessage, time.Duration, error) {
+	if s.Version == Stateless {
+		// Without a session, every request carries what initialize would
+		// have said.
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    Stateless,
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "memgate-bench", "version": "0.1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		}
+	}
 	id := s.nextID.Add(1)
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
@@ -264,6 +265,9 @@ func StartServer(name string, argv, env []string, timeout time.Duration) (*Serve
 
 // Pid is the server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Signal sends sig to the server.
+func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
 
 // Stderr is the end of what the server wrote on stderr.
 func (s *Server) Stderr() string { return strings.TrimSpace(s.stderr.String()) }

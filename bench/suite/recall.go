@@ -133,6 +133,23 @@ func (e *env) s3() error {
 			return err
 		}
 		if sys.name == "memgate" {
+			// The HTTP ceiling is ping (the gateway builds its own SDK
+			// servers, so the bench cannot add noop there); here both go
+			// through one stdio server, to show how far apart they are.
+			np, pp := driver.NewHist(), driver.NewHist()
+			for range 500 {
+				_, d, err := s.CallTool("noop", map[string]any{})
+				if err != nil {
+					return err
+				}
+				np.Record(d)
+				_, d, err = s.Call("ping", map[string]any{})
+				if err != nil {
+					return err
+				}
+				pp.Record(d)
+			}
+			t.row("memgate over stdio: noop tool / ping, p50 (the HTTP ceiling is ping)", fmt.Sprintf("%.0f µs / %.0f µs", np.P(0.5), pp.P(0.5)), "", "")
 			if res, _, err := s.CallTool("stats", map[string]any{}); err == nil {
 				e.figures["s3_memgate_count"] = float64(countOf(res))
 			}
