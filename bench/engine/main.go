@@ -6,6 +6,7 @@
 //
 //	go run ./bench/engine -n 100000      # needs bench/datasets.sh
 //	go run ./bench/engine -smoke         # a few seconds, synthetic text
+//	go run ./bench/engine -encryption    # plain and encrypted stores side by side
 package main
 
 import (
@@ -44,6 +45,7 @@ type config struct {
 	loadSeq  bool
 	coldRuns int
 	profile  string
+	encrypt  bool
 }
 
 func main() {
@@ -59,11 +61,16 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
 	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the recall phase to this file")
+	flag.BoolVar(&c.encrypt, "encryption", false, "measure only plain against encrypted stores, side by side on the same data")
 	flag.Parse()
 	if c.smoke {
 		c.n, c.writes, c.writers, c.queries, c.rounds, c.coldRuns = 3000, 200, 16, 200, 1, 1
 	}
-	if err := run(c, os.Stdout); err != nil {
+	runner := run
+	if c.encrypt {
+		runner = runEncryption
+	}
+	if err := runner(c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(1)
 	}
@@ -222,8 +229,12 @@ func bboltRate(path string, n int) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
+// openOpts are the options of every store the run opens; the encryption
+// comparison switches them between its two sides.
+var openOpts storage.Options
+
 func open(path string) (*storage.Store, error) {
-	return storage.Open(path, storage.Options{})
+	return storage.Open(path, openOpts)
 }
 
 // sequential puts n memories one after another, durably.
