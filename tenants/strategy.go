@@ -58,7 +58,29 @@ var (
 // Resolve returns the namespace of a call by principal p (nil when the
 // transport has no authentication) with namespace argument arg ("" when the
 // call has none).
+//
+// Under the token strategy a principal that names no namespaces of its own
+// (a token with no namespace list, its namespace derived from its subject)
+// may use its own namespace and no other, even with --namespace-arg: a
+// per-user namespace is not a suggestion.
 func (r *Resolver) Resolve(p *memgate.Principal, arg string) (memgate.Namespace, error) {
+	var own memgate.Namespace // the token's namespace, under the token strategy
+	if r.Strategy == Token {
+		if p == nil {
+			return "", errNoPrincipal
+		}
+		switch {
+		case p.Namespace != "":
+			var err error
+			if own, err = memgate.ParseNamespace("namespace", p.Namespace); err != nil {
+				return "", errBadClaim
+			}
+		case r.FromSubject && p.Subject != "":
+			own = SubjectNamespace(p.Subject)
+		default:
+			return "", errNoClaim
+		}
+	}
 	var ns memgate.Namespace
 	switch {
 	case arg != "":
@@ -70,20 +92,7 @@ func (r *Resolver) Resolve(p *memgate.Principal, arg string) (memgate.Namespace,
 			return "", err
 		}
 	case r.Strategy == Token:
-		if p == nil {
-			return "", errNoPrincipal
-		}
-		switch {
-		case p.Namespace != "":
-			var err error
-			if ns, err = memgate.ParseNamespace("namespace", p.Namespace); err != nil {
-				return "", errBadClaim
-			}
-		case r.FromSubject && p.Subject != "":
-			ns = SubjectNamespace(p.Subject)
-		default:
-			return "", errNoClaim
-		}
+		ns = own
 	default:
 		ns = r.Default
 		if ns == "" {
@@ -91,6 +100,9 @@ func (r *Resolver) Resolve(p *memgate.Principal, arg string) (memgate.Namespace,
 		}
 	}
 	if p != nil && !p.MayUse(string(ns)) {
+		return "", errNotAllowed
+	}
+	if r.Strategy == Token && len(p.Namespaces) == 0 && ns != own {
 		return "", errNotAllowed
 	}
 	return ns, nil
@@ -114,12 +126,25 @@ func ProjectNamespace(dir string) (memgate.Namespace, error) {
 	return memgate.Namespace(name + "-" + hex.EncodeToString(sum[:4])), nil
 }
 
-// SubjectNamespace derives a per-user namespace from a token subject: "u-"
-// and the first 32 hex digits of SHA-256("memgate-subject\x00" + subject).
-// It is stable (the same subject always maps to the same store), reveals
-// nothing of the subject on disk, and two subjects collide only with
+// SubjectNamespace derives a per-user namespace from a principal's subject:
+// "u-" and the first 32 hex digits of SHA-256("memgate-subject\x00" +
+// subject). It is stable (the same subject always maps to the same store),
+// reveals nothing of the subject on disk, and two subjects collide only with
 // probability 2^-128.
+//
+// The subject of a JWT or introspected token is "<issuer>|<sub>" (package
+// auth), so the namespace depends on both: the same sub from another issuer
+// is another user with another store. A static token's subject is "static"
+// or "static:<name>".
 func SubjectNamespace(subject string) memgate.Namespace {
 	sum := sha256.Sum256([]byte("memgate-subject\x00" + subject))
 	return memgate.Namespace("u-" + hex.EncodeToString(sum[:16]))
+}
+
+// IssuerSubjectNamespace is the namespace --namespace-from-subject gives the
+// holder of a token with subject sub from issuer: SubjectNamespace of the
+// principal's subject "<issuer>|<sub>". It lets an operator find a user's
+// store.
+func IssuerSubjectNamespace(issuer, sub string) memgate.Namespace {
+	return SubjectNamespace(issuer + "|" + sub)
 }

@@ -35,6 +35,12 @@ func TestResolve(t *testing.T) {
 		{"token strategy without a claim is forbidden", Resolver{Strategy: Token}, &memgate.Principal{Subject: "x"}, "", "", memgate.CodeForbidden},
 		{"token strategy with a malformed claim is forbidden", Resolver{Strategy: Token}, &memgate.Principal{Namespace: "Bad Name"}, "", "", memgate.CodeForbidden},
 		{"token strategy derives from the subject when asked", Resolver{Strategy: Token, FromSubject: true}, &memgate.Principal{Subject: "carol"}, "", SubjectNamespace("carol"), ""},
+		{"a derived namespace admits no other argument", Resolver{Strategy: Token, FromSubject: true, AllowArg: true}, &memgate.Principal{Subject: "carol"}, "dave", "", memgate.CodeForbidden},
+		{"a derived namespace admits itself as the argument", Resolver{Strategy: Token, FromSubject: true, AllowArg: true}, &memgate.Principal{Subject: "carol"}, string(SubjectNamespace("carol")), SubjectNamespace("carol"), ""},
+		{"a claimed namespace admits no other argument", Resolver{Strategy: Token, AllowArg: true}, claim, "other", "", memgate.CodeForbidden},
+		{"a namespace list admits its members as arguments", Resolver{Strategy: Token, AllowArg: true}, &memgate.Principal{Subject: "e", Namespace: "a", Namespaces: []string{"a", "b"}}, "b", "b", ""},
+		{"a namespace list admits nothing else", Resolver{Strategy: Token, AllowArg: true}, &memgate.Principal{Subject: "e", Namespace: "a", Namespaces: []string{"a", "b"}}, "c", "", memgate.CodeForbidden},
+		{"token strategy needs a principal even with an argument", Resolver{Strategy: Token, AllowArg: true}, nil, "x", "", memgate.CodeForbidden},
 		{"project strategy uses its computed namespace", Resolver{Strategy: Project, Default: "proj-0123abcd"}, nil, "", "proj-0123abcd", ""},
 	}
 	for _, tc := range cases {
@@ -60,6 +66,14 @@ func TestSubjectNamespaceIsStableAndValid(t *testing.T) {
 	}
 	if _, err := memgate.ParseNamespace("ns", string(a)); err != nil || strings.Contains(string(a), "user") {
 		t.Fatalf("derived namespace %q: %v", a, err)
+	}
+}
+
+func TestIssuerSubjectNamespace(t *testing.T) {
+	a := IssuerSubjectNamespace("https://one.example.com/", "alice")
+	b := IssuerSubjectNamespace("https://two.example.com/", "alice")
+	if a == b || a != SubjectNamespace("https://one.example.com/|alice") {
+		t.Fatalf("%s %s", a, b)
 	}
 }
 
