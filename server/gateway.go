@@ -86,6 +86,10 @@ type GatewayOptions struct {
 
 	// Auth, when set, authenticates every request to Path.
 	Auth Authenticator
+	// Metrics, when set, is served at GET /metrics (Prometheus text), without
+	// authentication or Host checks: keep the port off public networks or
+	// scrape it through a proxy that limits who may.
+	Metrics http.Handler
 	// Routes are extra GET handlers served without authentication or Host
 	// checks (the protected-resource metadata), by path.
 	Routes map[string]http.Handler
@@ -104,6 +108,8 @@ type Gateway struct {
 	opts      GatewayOptions
 	log       *slog.Logger
 	echo      *echo.Echo
+	handler   http.Handler // echo, instrumented
+	metrics   gatewayMetrics
 	stateful  *mcp.Server
 	sessions  http.Handler // the stateful SDK handler
 	stateless http.Handler // the stateless SDK handler (2026-07-28)
@@ -140,6 +146,9 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 		g.allowOrigins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
+	if err := g.newMetrics(); err != nil {
+		return nil, fmt.Errorf("server: gateway metrics: %w", err)
+	}
 
 	// The gateway checks Host and Origin itself, on every bind address (the
 	// SDK's check, which knows no allowed hosts, fires only on loopback
@@ -163,14 +172,18 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{})
 	e.HTTPErrorHandler = g.httpError
-	e.Use(g.recover)
+	e.Use(g.recover, route)
 	e.GET("/health", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/ready", g.ready)
+	if opts.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(opts.Metrics))
+	}
 	for path, h := range opts.Routes {
 		e.GET(path, echo.WrapHandler(h))
 	}
 	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.readBody, g.authenticate, g.capSessions)
 	g.echo = e
+	g.handler = g.instrument(e)
 	return g, nil
 }
 
@@ -206,7 +219,7 @@ func (o GatewayOptions) withDefaults() GatewayOptions {
 
 // Handler returns the gateway's HTTP handler. Serve adds what only a
 // listener can do: the connection cap, timeouts, and graceful shutdown.
-func (g *Gateway) Handler() http.Handler { return g.echo }
+func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Serve serves on ln until ctx ends, then shuts down: /ready turns 503 and
 // new requests are refused, SSE streams end, requests in progress are
@@ -215,7 +228,7 @@ func (g *Gateway) Handler() http.Handler { return g.echo }
 // the stores afterwards.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           g.echo,
+		Handler:           g.handler,
 		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
 		IdleTimeout:       g.opts.IdleTimeout,
 		// Go reads up to 4 KiB past this before it answers 431; limitHeaders
@@ -281,6 +294,7 @@ func (g *Gateway) ready(c echo.Context) error {
 // refuse answers a request the gateway does not pass on, and logs why.
 func (g *Gateway) refuse(c echo.Context, status int, reason string) error {
 	g.log.Debug("http refused", "op", "http.admit", "status", status, "reason", reason)
+	g.refused(c.Request().Context(), reason)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		c.Response().Header().Set("Retry-After", "1")
 	}

@@ -26,6 +26,7 @@ type httpFlags struct {
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"90s" placeholder:"DURATION" help:"Close a keep-alive connection idle for this long."`
 	RequestTimeout    time.Duration `name:"request-timeout" default:"60s" placeholder:"DURATION" help:"Time to read a request's body and answer it (not SSE streams)."`
 	ConnLifetime      time.Duration `name:"conn-lifetime" default:"15m" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
+	Metrics           bool          `name:"metrics" help:"Serve Prometheus metrics at GET /metrics (no authentication: keep the port private)."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" default:"15s" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 

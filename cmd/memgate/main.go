@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -57,6 +58,8 @@ type app struct {
 	stderr io.Writer
 	log    *slog.Logger
 	getenv func(string) string // the environment, where secrets come from
+
+	metrics http.Handler // GET /metrics of serve --transport http --metrics
 }
 
 // run parses args, runs the command they name, and reports its failure, if

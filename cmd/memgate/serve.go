@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -20,6 +21,15 @@ type serveCmd struct{}
 // store stays open, and locked, in the pool.
 func (c *serveCmd) Run(a *app) error {
 	if a.cfg.Transport == "http" {
+		if a.cfg.HTTP.Metrics {
+			// Before the pool, so that its instruments are exported too.
+			h, shutdown, err := installMetrics()
+			if err != nil {
+				return err
+			}
+			defer shutdown(context.WithoutCancel(a.ctx))
+			a.metrics = h
+		}
 		return a.withPool(a.serveHTTP)
 	}
 	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {

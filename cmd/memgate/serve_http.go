@@ -39,7 +39,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
-	opts.Ready = a.storesReady
+	opts.Ready, opts.Metrics = a.storesReady, a.metrics
 	gw, err := srv.NewGateway(opts)
 	if err != nil {
 		return usageError{err}

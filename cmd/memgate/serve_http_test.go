@@ -105,3 +105,37 @@ func TestServeHTTPRefusesUnsafeStarts(t *testing.T) {
 		})
 	}
 }
+
+func TestServeHTTPMetrics(t *testing.T) {
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--metrics")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "stats", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader("{}"))
+	req.Host = "evil.example.net"
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"http_server_request_duration_seconds", `http_route="/mcp"`, "memgate_http_refusals",
+		"memgate_pool_opens", "memgate_http_sessions", "go_goroutines"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+}
