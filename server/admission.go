@@ -131,14 +131,25 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			return g.refuse(c, http.StatusServiceUnavailable, "too many requests in progress")
 		}
 		defer g.inflight.Add(-1)
+		// The handler's context ends at the deadline; the connection's write
+		// deadline comes a little later, so that the answer saying so still
+		// reaches a client that is reading.
 		deadline := time.Now().Add(g.opts.RequestTimeout)
-		_ = rc.SetWriteDeadline(deadline)
+		_ = rc.SetWriteDeadline(deadline.Add(answerGrace))
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 		c.SetRequest(r.WithContext(ctx))
-		return next(c)
+		err := next(c)
+		if err == nil && !w.Committed && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return g.refuse(c, http.StatusServiceUnavailable, "request timed out")
+		}
+		return err
 	}
 }
+
+// answerGrace is how long past a request's deadline its answer may take to
+// write.
+const answerGrace = 5 * time.Second
 
 type bodyKey struct{}
 

@@ -256,12 +256,33 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// the store (the pool waits for its lease), unacknowledged.
 		hs.Close()
 	}
-	for ss := range g.stateful.Sessions() {
-		ss.Close()
-	}
+	g.closeSessions(grace)
 	<-served
 	g.log.Info("http stopped", "op", "http.shutdown", "duration", time.Since(start), "cut", err != nil)
 	return nil
+}
+
+// closeSessions closes every session, waiting for them until ctx ends: a
+// session closes once its calls in progress return.
+func (g *Gateway) closeSessions(ctx context.Context) {
+	var wg sync.WaitGroup
+	for ss := range g.stateful.Sessions() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ss.Close()
+		}()
+	}
+	closed := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		g.log.Warn("sessions still closing after the shutdown grace", "op", "http.shutdown")
+	}
 }
 
 // Draining reports whether the gateway is shutting down.

@@ -752,3 +752,37 @@ func TestGatewayShutdownEndsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestGatewayRequestDeadline(t *testing.T) {
+	pool := newPool(t, 0)
+	held := newGate(server.LeaseOf(pool.Lease))
+	t.Cleanup(func() { close(held.open) }) // after the gateway has stopped
+	g := startGateway(t, server.GatewayOptions{RequestTimeout: 300 * time.Millisecond, ShutdownGrace: time.Second},
+		server.Options{Lease: held.Lease})
+	id := g.initialize("2025-11-25", nil)
+	resp := g.post(rpc{body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+		session: id, version: "2025-11-25"})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a call past its deadline: %s", resp.Status)
+	}
+	// Streams are not held to it.
+	req, _ := http.NewRequest(http.MethodGet, g.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", g.initialize("2025-11-25", nil))
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, stream.Body)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		t.Fatalf("a stream ended by the request deadline (%v)", err)
+	case <-time.After(time.Second):
+	}
+}
