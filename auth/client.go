@@ -81,6 +81,21 @@ func checkServiceURL(raw string, allowLoopbackHTTP bool) (*url.URL, error) {
 	return u, nil
 }
 
+// CheckServiceURL checks the address of an identity service: an absolute
+// https URL without user information or fragment (plain http on a loopback
+// host when allowLoopbackHTTP).
+func CheckServiceURL(raw string, allowLoopbackHTTP bool) error {
+	_, err := checkServiceURL(raw, allowLoopbackHTTP)
+	return err
+}
+
+// SameOrigin reports whether two URLs share scheme, host and port.
+func SameOrigin(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" && origin(ua) == origin(ub)
+}
+
 // IsLoopbackHost reports whether host (without port) is localhost or a
 // loopback address.
 func IsLoopbackHost(host string) bool {

@@ -73,9 +73,11 @@ func (c *Config) Validate() error {
 	switch c.NamespaceStrategy {
 	case string(tenants.Fixed), string(tenants.Project):
 	case string(tenants.Token):
-		bad("namespace-strategy", "token takes the namespace from an authenticated HTTP caller, and this build serves stdio only; use fixed or project")
+		if c.Transport != "http" {
+			bad("namespace-strategy", "token takes the namespace from an authenticated caller: it needs --transport http and an auth mode (MEMGATE_TOKEN, --tokens-file, --jwt-* or --oauth-*)")
+		}
 	default:
-		bad("namespace-strategy", "must be fixed or project")
+		bad("namespace-strategy", "must be fixed, project or token")
 	}
 	if c.ProjectDir != "" && c.NamespaceStrategy != string(tenants.Project) {
 		bad("project-dir", "only the project strategy uses it; add --namespace-strategy project")
