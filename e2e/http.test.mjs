@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 
 import { dataDir, runBinary, TOOLS, names } from './harness.mjs';
 import {
@@ -393,6 +394,60 @@ test('/health and /ready answer without a session', async (t) => {
   const ready = await request(srv.at('/ready'));
   assert.equal(ready.status, 200, ready.text);
   assert.equal((await request(srv.at('/no-such-path'))).status, 404);
+});
+
+test('with MEMGATE_TOKEN, a missing or wrong bearer token is 401 with WWW-Authenticate', async (t) => {
+  const token = randomBytes(24).toString('hex');
+  const srv = await startHttpServer(t, await dataDir(t), ['--log', 'debug'], { MEMGATE_TOKEN: token });
+  const post = (headers, url = srv.url) => request(url, { method: 'POST', headers: rpcHeaders(headers), body: initializeBody(STATEFUL) });
+
+  const missing = await post({});
+  assert.equal(missing.status, 401, `missing: ${missing.status}`);
+  assert.match(missing.headers['www-authenticate'] ?? '', /^Bearer\b/, 'missing: WWW-Authenticate');
+  assert.doesNotMatch(missing.headers['www-authenticate'], /error=/, 'no error code when no credential was sent');
+  const refused = {
+    wrong: { Authorization: `Bearer ${randomBytes(24).toString('hex')}` },
+    'a prefix of the token': { Authorization: `Bearer ${token.slice(0, -1)}` },
+    'the token with a suffix': { Authorization: `Bearer ${token}x` },
+  };
+  for (const [name, headers] of Object.entries(refused)) {
+    const r = await post(headers);
+    assert.equal(r.status, 401, `${name}: ${r.status}`);
+    assert.match(r.headers['www-authenticate'] ?? '', /^Bearer\b.*error="invalid_token"/, `${name}: WWW-Authenticate`);
+    assert.equal(r.headers['mcp-session-id'], undefined, `${name}: no session`);
+  }
+  for (const [name, headers] of Object.entries({
+    'another scheme': { Authorization: `Basic ${Buffer.from(`user:${token}`).toString('base64')}` },
+    'the token without a scheme': { Authorization: token },
+  })) {
+    const r = await post(headers);
+    assert.equal(r.status, 401, `${name}: ${r.status}`);
+    assert.match(r.headers['www-authenticate'] ?? '', /^Bearer\b/, `${name}: WWW-Authenticate`);
+  }
+  // A token in the query string is refused even beside the right header.
+  const query = await post({ Authorization: `Bearer ${token}` }, `${srv.url}?access_token=${token}`);
+  assert.ok(query.status === 400 || query.status === 401, `access_token in the query: ${query.status}`);
+  assert.equal(query.headers['mcp-session-id'], undefined);
+
+  const stateless = await request(srv.url, { method: 'POST', headers: statelessHeaders('tools/list'), body: statelessBody('tools/list') });
+  assert.equal(stateless.status, 401, 'stateless without a token');
+  assert.match(stateless.headers['www-authenticate'] ?? '', /^Bearer\b/);
+  const get = await request(srv.url, { headers: { Accept: 'text/event-stream' } });
+  assert.equal(get.status, 401, 'GET without a token');
+
+  // The scheme is case-insensitive; the right token opens sessions of both
+  // kinds; health needs none.
+  assert.equal((await post({ Authorization: `bearer ${token}` })).status, 200, 'bearer in lower case');
+  const auth = { Authorization: `Bearer ${token}` };
+  const s = await connectSession(t, srv.url, auth);
+  await s.ok('remember', { id: 'behind-a-token', text: 'only for the token holder' });
+  const m = await connectStateless(t, srv.url, auth);
+  assert.equal((await m.ok('get', { id: 'behind-a-token' })).memory.text, 'only for the token holder');
+  assert.equal((await request(srv.at('/health'))).status, 200);
+
+  assert.deepEqual(await srv.stop(), { code: 0, signal: null });
+  assert.ok(!srv.stderr().includes(token), 'the token is never logged');
+  assert.ok(!srv.stderr().includes('only for the token holder'), 'memory text is never logged');
 });
 
 test('--max-sessions refuses one session too many with 503; --session-idle ends idle sessions', async (t) => {
