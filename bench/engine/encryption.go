@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
+	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
 )
@@ -64,15 +67,16 @@ func runEncryption(c config, out io.Writer) error {
 	p50 := map[string][]float64{}
 	conc := map[string][]float64{}
 	for r := range c.rounds {
+		rates, lats, err := sequentialPair(filepath.Join(dir, fmt.Sprint("seq", r)), sides, mems, c.writes)
+		if err != nil {
+			return err
+		}
+		for i, sd := range sides {
+			seq[sd.name], p50[sd.name] = append(seq[sd.name], rates[i]), append(p50[sd.name], lats[i])
+		}
 		for _, sd := range sides {
 			openOpts = sd.opts()
-			rate, lat, err := sequential(filepath.Join(dir, fmt.Sprint(sd.name, "-seq", r)), mems, c.writes)
-			if err != nil {
-				return err
-			}
-			seq[sd.name], p50[sd.name] = append(seq[sd.name], rate), append(p50[sd.name], lat)
-			openOpts = sd.opts()
-			rate, err = concurrent(filepath.Join(dir, fmt.Sprint(sd.name, "-conc", r)), mems, c.writes*4, c.writers)
+			rate, err := concurrent(filepath.Join(dir, fmt.Sprint(sd.name, "-conc", r)), mems, c.writes*4, c.writers)
 			if err != nil {
 				return err
 			}
@@ -129,6 +133,43 @@ func runEncryption(c config, out io.Writer) error {
 	return nil
 }
 
+// sequentialPair writes n memories durably to a plain and an encrypted
+// store in turn, one write each, so that the disk's swings in fsync time
+// fall on both alike; each side's rate is n over the time its own writes
+// took.
+func sequentialPair(dir string, sides []*side, mems []memgate.Write, n int) ([]float64, []float64, error) {
+	defer os.RemoveAll(dir)
+	stores := make([]*storage.Store, len(sides))
+	for i, sd := range sides {
+		s, err := storage.Open(filepath.Join(dir, sd.name, storage.FileName), sd.opts())
+		if err != nil {
+			return nil, nil, err
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	ctx := context.Background()
+	lat := make([][]time.Duration, len(sides))
+	total := make([]time.Duration, len(sides))
+	for i := range n {
+		for j, s := range stores {
+			t := time.Now()
+			if _, _, err := s.Put(ctx, mems[i%len(mems)]); err != nil {
+				return nil, nil, err
+			}
+			d := time.Since(t)
+			lat[j] = append(lat[j], d)
+			total[j] += d
+		}
+	}
+	rates, p50s := make([]float64, len(sides)), make([]float64, len(sides))
+	for j := range sides {
+		rates[j] = float64(n) / total[j].Seconds()
+		p50s[j] = measure.Percentile(lat[j], 0.5)
+	}
+	return rates, p50s, nil
+}
+
 func reportEncryption(w io.Writer, n int, corpusName string, fsyncStart, fsyncEnd float64, p, e *side) {
 	ok := func(b bool) string {
 		if b {
@@ -139,7 +180,7 @@ func reportEncryption(w io.Writer, n int, corpusName string, fsyncStart, fsyncEn
 	fmt.Fprintf(w, "memgate engine, plain and encrypted, %d memories (%s), %s, GOMAXPROCS %d\n\n", n, corpusName, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "| figure | plain | encrypted | encrypted / plain | goal | |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(w, "| fsync floor, start / end | %.0f µs / %.0f µs | | | baseline | |\n", fsyncStart, fsyncEnd)
-	fmt.Fprintf(w, "| sequential durable writes | %.0f /s (p50 %.0f µs) | %.0f /s (p50 %.0f µs) | %.2fx | ≥ 0.75x | %s |\n",
+	fmt.Fprintf(w, "| sequential durable writes, one each in turn | %.0f /s (p50 %.0f µs) | %.0f /s (p50 %.0f µs) | %.2fx | ≥ 0.75x | %s |\n",
 		p.seqRate, p.seqP50, e.seqRate, e.seqP50, e.seqRate/p.seqRate, ok(e.seqRate >= 0.75*p.seqRate))
 	fmt.Fprintf(w, "| concurrent durable writes | %.0f /s | %.0f /s | %.2fx | | |\n", p.concRate, e.concRate, e.concRate/p.concRate)
 	fmt.Fprintf(w, "| import | %.0f /s | %.0f /s | %.2fx | | |\n", p.importRate, e.importRate, e.importRate/p.importRate)
