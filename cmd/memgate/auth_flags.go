@@ -45,8 +45,8 @@ type authFlags struct {
 	IntrospectionCacheTTL time.Duration `name:"introspection-cache-ttl" default:"0s" placeholder:"DURATION" help:"Keep an active introspection answer this long, never past its exp (0s: ask every time)."`
 
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`
-	ReadScope            string `name:"read-scope" default:"memory:read" placeholder:"SCOPE" help:"Scope every authenticated request needs (403 without it)."`
-	WriteScope           string `name:"write-scope" default:"memory:write" placeholder:"SCOPE" help:"Scope remember and forget need besides."`
+	ReadScope            string `name:"read-scope" default:"memory:read" placeholder:"SCOPE" help:"Scope every authenticated request needs (403 without it; empty: none)."`
+	WriteScope           string `name:"write-scope" default:"memory:write" placeholder:"SCOPE" help:"Scope remember and forget need besides (empty: none)."`
 	NamespaceClaim       string `name:"namespace-claim" default:"memgate_namespace" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
 	NamespaceFromSubject bool   `name:"namespace-from-subject" help:"Token strategy: a token without the namespace claim gets a namespace of its own, derived from its issuer and subject (a per-user SaaS)."`
 }
@@ -165,8 +165,8 @@ func (f *authFlags) validate(c *Config, bad func(flag, format string, args ...an
 		}
 	}
 	for _, s := range []struct{ flag, v string }{{"read-scope", f.ReadScope}, {"write-scope", f.WriteScope}} {
-		if !auth.ValidScope(s.v) {
-			bad(s.flag, "a scope is 1 to 128 visible characters without spaces, quotes or backslashes")
+		if s.v != "" && !auth.ValidScope(s.v) {
+			bad(s.flag, "a scope is 1 to 128 visible characters without spaces, quotes or backslashes (or empty: no scope needed)")
 		}
 	}
 	if f.NamespaceClaim == "" || len(f.NamespaceClaim) > 128 || strings.ContainsAny(f.NamespaceClaim, " \t\"\\") {
@@ -195,9 +195,11 @@ func (a *app) authenticator() (*authSetup, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	scopes := []string{f.ReadScope, f.WriteScope}
-	if f.ReadScope == f.WriteScope {
-		scopes = scopes[:1]
+	var scopes []string // the scopes there are: an empty name needs none
+	for _, sc := range []string{f.ReadScope, f.WriteScope} {
+		if sc != "" && !slices.Contains(scopes, sc) {
+			scopes = append(scopes, sc)
+		}
 	}
 	setup := &authSetup{Mode: "none"}
 	opts := auth.Options{ReadScope: f.ReadScope, WriteScope: f.WriteScope,

@@ -61,6 +61,7 @@ func TestAuthFlagsValidate(t *testing.T) {
 		{"a public URL without metadata", with(http, "--public-url", "https://m.example.com/mcp"), []string{"--public-url"}},
 		{"a public URL with a query", with(jwt, "--public-url", "https://m.example.com/mcp?x"), []string{"--public-url"}},
 		{"a scope with a space", with(jwt, "--read-scope", "memory read"), []string{"--read-scope"}},
+		{"no scopes at all (tokens that carry none)", with(jwt, "--read-scope=", "--write-scope="), nil},
 		{"an empty claim name", with(jwt, "--namespace-claim", " "), []string{"--namespace-claim"}},
 	}
 	for _, tc := range cases {
@@ -85,7 +86,7 @@ func TestAuthFlagsValidate(t *testing.T) {
 }
 
 func TestAuthenticatorSetup(t *testing.T) {
-	app := func(t *testing.T, e env, args ...string) (*authSetup, error) {
+	setup := func(t *testing.T, e env, args ...string) (*authSetup, error) {
 		t.Helper()
 		cfg, err := parseConfig(t, e, append([]string{"stats", "--data-dir", t.TempDir(), "--transport", "http"}, args...)...)
 		if err != nil {
@@ -94,19 +95,19 @@ func TestAuthenticatorSetup(t *testing.T) {
 		return (&app{cfg: cfg, getenv: e.get}).authenticator()
 	}
 	t.Run("no auth", func(t *testing.T) {
-		s, err := app(t, env{})
+		s, err := setup(t, env{})
 		if err != nil || s.Auth != nil || s.Mode != "none" || s.WriteScope != "" || len(s.Routes) != 0 {
 			t.Fatalf("%+v %v", s, err)
 		}
 	})
 	t.Run("MEMGATE_TOKEN of 15 characters is refused", func(t *testing.T) {
-		_, err := app(t, env{"MEMGATE_TOKEN": strings.Repeat("x", 15)})
+		_, err := setup(t, env{"MEMGATE_TOKEN": strings.Repeat("x", 15)})
 		if err == nil || !strings.Contains(err.Error(), "at least 16") || strings.Contains(err.Error(), "xxxxx") {
 			t.Fatalf("%v", err)
 		}
 	})
 	t.Run("MEMGATE_TOKEN of 16 characters is static mode", func(t *testing.T) {
-		s, err := app(t, env{"MEMGATE_TOKEN": strings.Repeat("x", 16)})
+		s, err := setup(t, env{"MEMGATE_TOKEN": strings.Repeat("x", 16)})
 		if err != nil || s.Auth == nil || s.Mode != "static" || s.WriteScope != "memory:write" || len(s.Routes) != 0 {
 			t.Fatalf("%+v %v", s, err)
 		}
@@ -114,22 +115,32 @@ func TestAuthenticatorSetup(t *testing.T) {
 	t.Run("a broken tokens file is refused at start", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "tokens")
 		os.WriteFile(path, []byte("{\n"), 0o600)
-		if _, err := app(t, env{}, "--tokens-file", path); err == nil || !strings.Contains(err.Error(), "--tokens-file: tokens file line 1") {
+		if _, err := setup(t, env{}, "--tokens-file", path); err == nil || !strings.Contains(err.Error(), "--tokens-file: tokens file line 1") {
 			t.Fatalf("%v", err)
 		}
 	})
 	t.Run("OAuth needs its credential in the environment", func(t *testing.T) {
-		_, err := app(t, env{}, "--oauth-issuer", "https://id.example.com", "--oauth-resource", "https://m.example.com/mcp", "--oauth-introspection", "https://id.example.com/i")
+		_, err := setup(t, env{}, "--oauth-issuer", "https://id.example.com", "--oauth-resource", "https://m.example.com/mcp", "--oauth-introspection", "https://id.example.com/i")
 		if err == nil || !strings.Contains(err.Error(), "MEMGATE_OAUTH_INTROSPECTION_TOKEN") {
 			t.Fatalf("%v", err)
 		}
-		s, err := app(t, env{"MEMGATE_OAUTH_INTROSPECTION_TOKEN": "c"}, "--oauth-issuer", "https://id.example.com", "--oauth-resource", "https://m.example.com/mcp", "--oauth-introspection", "https://id.example.com/i")
+		s, err := setup(t, env{"MEMGATE_OAUTH_INTROSPECTION_TOKEN": "c"}, "--oauth-issuer", "https://id.example.com", "--oauth-resource", "https://m.example.com/mcp", "--oauth-introspection", "https://id.example.com/i")
 		if err != nil || s.Mode != "oauth" || s.Routes["/.well-known/oauth-protected-resource/mcp"] == nil {
 			t.Fatalf("%+v %v", s, err)
 		}
 	})
+	t.Run("empty scope names need no scope", func(t *testing.T) {
+		cfg, err := parseConfig(t, env{}, "stats", "--data-dir", t.TempDir(), "--transport", "http", "--read-scope=", "--write-scope=")
+		if err != nil || cfg.Auth.ReadScope != "" || cfg.Auth.WriteScope != "" {
+			t.Fatalf("%q %q %v", cfg.Auth.ReadScope, cfg.Auth.WriteScope, err)
+		}
+		s, err := (&app{cfg: cfg, getenv: env{"MEMGATE_TOKEN": "0123456789abcdef"}.get}).authenticator()
+		if err != nil || s.WriteScope != "" {
+			t.Fatalf("%+v %v", s, err)
+		}
+	})
 	t.Run("a missing JWKS file is refused at start", func(t *testing.T) {
-		if _, err := app(t, env{}, "--jwt-issuer", "i", "--jwt-audience", "a", "--jwt-jwks-file", "/nonexistent.json"); err == nil {
+		if _, err := setup(t, env{}, "--jwt-issuer", "i", "--jwt-audience", "a", "--jwt-jwks-file", "/nonexistent.json"); err == nil {
 			t.Fatal("accepted")
 		}
 	})
