@@ -425,3 +425,28 @@ func TestEncryptedStoreAnswersAsPlain(t *testing.T) {
 		return st.Count, err
 	})
 }
+
+// The KDF record and sealed values come from a file that may be damaged or
+// hostile: no input makes them panic, and only a value sealed under the key
+// opens.
+func FuzzOpenSealed(f *testing.F) {
+	master := bytes.Repeat([]byte{7}, 32)
+	s, err := newEncSealer(master)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(s.seal(bucketDocs, []byte("k"), []byte("value")), encodeKDF(testKDF, bytes.Repeat([]byte{1}, saltSize)))
+	f.Add([]byte{}, []byte{1, 1, 1})
+	f.Fuzz(func(t *testing.T, sealed, kdf []byte) {
+		if p, salt, err := decodeKDF(kdf); err == nil && (!p.valid() || len(salt) < saltSize) {
+			t.Fatalf("decodeKDF accepted %v %x", p, salt)
+		}
+		plain, err := s.open(bucketDocs, []byte("k"), sealed)
+		if err == nil && !bytes.Equal(plain, []byte("value")) {
+			t.Fatalf("opened forged value %q", plain)
+		}
+		if err != nil && !errors.Is(err, ErrTampered) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}

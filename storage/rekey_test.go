@@ -176,3 +176,35 @@ func TestRekeyOfAnOpenStoreIsStoreLocked(t *testing.T) {
 		t.Fatalf("err = %v, want store_locked", err)
 	}
 }
+
+// Rekey from a plain store encrypts it: same answers, no plaintext left.
+func TestRekeyEncryptsAPlainStore(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSecret(t, s)
+	res, err := s.Search(context.Background(), memgate.Query{Text: secretWord, Tags: []string{"zephyrglint"}, Limit: 100})
+	if err != nil || len(res.Hits) == 0 {
+		t.Fatalf("search: %v %v", res.Hits, err)
+	}
+	s.Close()
+	e := encryption(t, "now encrypted")
+	if err := Rekey(context.Background(), path, Options{}, e); err != nil {
+		t.Fatal(err)
+	}
+	if found := findNeedles(t, dir); len(found) > 0 {
+		t.Fatalf("plaintext after encrypting: %v", found)
+	}
+	s, err = Open(path, Options{NoSync: true, Encryption: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Search(context.Background(), memgate.Query{Text: secretWord, Tags: []string{"zephyrglint"}, Limit: 100})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(res) {
+		t.Fatalf("search after encrypting differs: %v", err)
+	}
+}

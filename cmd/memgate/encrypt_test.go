@@ -164,3 +164,21 @@ func TestRekeyCommand(t *testing.T) {
 	r = mg(t, env{"MEMGATE_DATA_DIR": dir, "MEMGATE_PASSPHRASE": "yet another passphrase", "MEMGATE_NEW_PASSPHRASE": newPassphrase + "2"}, "", "rekey")
 	r.fails(t, 1, "the passphrase does not open this store")
 }
+
+func TestRekeyFromPlain(t *testing.T) {
+	dir := t.TempDir()
+	mg(t, env{"MEMGATE_DATA_DIR": dir}, "", "remember", "--id", "k", plainWord+" kept plain").ok(t)
+	e := env{"MEMGATE_DATA_DIR": dir, "MEMGATE_NEW_PASSPHRASE": newPassphrase}
+	for _, want := range []float64{1, 0} { // the second run finds it done
+		r := mg(t, e, "", "rekey", "--from-plain")
+		noPassphrase(t, r)
+		if m := r.ok(t); m["rekeyed"] != want || m["unchanged"] != 1-want {
+			t.Fatalf("rekey --from-plain: %v", m)
+		}
+	}
+	m := mg(t, env{"MEMGATE_DATA_DIR": dir, "MEMGATE_PASSPHRASE": newPassphrase}, "", "get", "k", "--encrypt").ok(t)
+	if dig(m, "memory", "text") != plainWord+" kept plain" {
+		t.Fatalf("after: %v", m)
+	}
+	noWordOnDisk(t, dir, plainWord)
+}

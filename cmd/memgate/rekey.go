@@ -10,12 +10,13 @@ import (
 )
 
 // rekeyCmd re-encrypts every store of the data folder under a new
-// passphrase. Each store is rewritten beside itself and renamed into place
+// passphrase (or, with --from-plain, encrypts plain stores). Each store is rewritten beside itself and renamed into place
 // (storage.Rekey), so a crash leaves each one whole under the old
 // passphrase or the new; a store already under the new passphrase is left
 // alone, so running the command again after a crash finishes the job.
 type rekeyCmd struct {
 	NewPassphraseEnv string `name:"new-passphrase-env" default:"MEMGATE_NEW_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the new passphrase (the current one is in --passphrase-env's)."`
+	FromPlain        bool   `name:"from-plain" help:"The stores are plain: encrypt them under the new passphrase (no current passphrase needed)."`
 }
 
 // rekeyReport is what rekey prints.
@@ -28,9 +29,12 @@ func (c *rekeyCmd) Run(a *app) error {
 	if !envVarName.MatchString(c.NewPassphraseEnv) {
 		return usageError{errors.New("--new-passphrase-env: must be the name of an environment variable (letters, digits and _)")}
 	}
-	from, err := a.passphrase("passphrase-env", a.cfg.Encryption.PassphraseEnv)
-	if err != nil {
-		return err
+	var from *storage.Encryption
+	if !c.FromPlain {
+		var err error
+		if from, err = a.passphrase("passphrase-env", a.cfg.Encryption.PassphraseEnv); err != nil {
+			return err
+		}
 	}
 	to, err := a.passphrase("new-passphrase-env", c.NewPassphraseEnv)
 	if err != nil {
@@ -47,7 +51,7 @@ func (c *rekeyCmd) Run(a *app) error {
 		}
 		opts := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: from}
 		err := storage.Rekey(a.ctx, s.path, opts, to)
-		if errors.Is(err, storage.ErrWrongPassphrase) {
+		if errors.Is(err, storage.ErrWrongPassphrase) || c.FromPlain && errors.Is(err, storage.ErrEncrypted) {
 			// Rekeyed by an earlier run that stopped part way?
 			opts.Encryption = to
 			if st, oerr := storage.Open(s.path, opts); oerr == nil {
