@@ -346,3 +346,20 @@ func TestNewJWTRefuses(t *testing.T) {
 		t.Fatalf("plain http on loopback: %v", err)
 	}
 }
+
+func TestJWTAlgorithmAllowList(t *testing.T) {
+	f := newJWTFixture(t)
+	v, err := NewJWT(JWTOptions{Issuer: testIssuer, Audience: testAudience, JWKSURL: f.idp.URL,
+		Algorithms: []string{"ES256"}, Now: f.clock.now, MinRefetch: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Validly signed with a key of the set, but with an algorithm the
+	// allow-list leaves out.
+	if _, _, err := v.Verify(context.Background(), sign(t, rsaA, "RS256", map[string]any{"kid": "a"}, f.claims(nil))); statusOf(err) != 401 {
+		t.Fatalf("RS256 outside the allow-list: %v", err)
+	}
+	if _, _, err := v.Verify(context.Background(), sign(t, ecA, "ES256", map[string]any{"kid": "ec"}, f.claims(nil))); err != nil {
+		t.Fatalf("ES256 inside it: %v", err)
+	}
+}

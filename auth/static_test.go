@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +223,32 @@ func bump(t *testing.T, path string) {
 	if err := os.Chtimes(path, next, next); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzTokensFile: a tokens file either is refused or yields principals
+// whose subjects and namespaces are valid.
+func FuzzTokensFile(f *testing.F) {
+	d := digest("seed-token-0123456789")
+	for _, s := range []string{
+		`{"sha256":"` + d + `","subject":"a"}`,
+		`{"sha256":"` + d + `","subject":"a","namespaces":["x","y"],"namespace":"y","scopes":["memory:read"]}`,
+		"# c\n\n{}", `{"sha256":"` + d + `","subject":"a","Subject":"b"}`, `[]`, `{"sha256":null}`, "\x00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		entries, err := parseTokensFile(strings.NewReader(s), allScopes)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			p := e.principal
+			if !strings.HasPrefix(p.Subject, "static:") || !validSubject(strings.TrimPrefix(p.Subject, "static:")) {
+				t.Fatalf("subject %q", p.Subject)
+			}
+			if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, p.Namespace) {
+				t.Fatalf("own namespace %q outside %v", p.Namespace, p.Namespaces)
+			}
+		}
+	})
 }
