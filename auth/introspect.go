@@ -17,6 +17,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/memgate/memgate"
 )
@@ -70,6 +71,7 @@ type Introspector struct {
 	timeout                    time.Duration
 	slots                      chan struct{}
 	cache                      *lru.Cache[[sha256.Size]byte, cached]
+	flight                     singleflight.Group
 	ttl                        time.Duration
 	skew                       time.Duration
 	nsClaim                    string
@@ -160,9 +162,8 @@ func (in *Introspector) Verify(ctx context.Context, token string) (*memgate.Prin
 	if len(token) > MaxTokenBytes {
 		return nil, time.Time{}, errTooLarge
 	}
-	var key [sha256.Size]byte
+	key := sha256.Sum256([]byte(token))
 	if in.cache != nil {
-		key = sha256.Sum256([]byte(token))
 		if c, ok := in.cache.Get(key); ok {
 			if in.now().Before(c.goodTil) {
 				return clonePrincipal(&c.p), c.exp, nil
@@ -170,28 +171,38 @@ func (in *Introspector) Verify(ctx context.Context, token string) (*memgate.Prin
 			in.cache.Remove(key)
 		}
 	}
-	select {
-	case in.slots <- struct{}{}:
-	default:
-		return nil, time.Time{}, errBusy // at once: no queue
-	}
-	body, err := in.call(ctx, token)
-	<-in.slots
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	p, exp, err := in.check(body)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if in.cache != nil {
-		until := in.now().Add(in.ttl)
-		if exp.Before(until) {
-			until = exp
+	// Concurrent checks of one token (a client's parallel calls) share one
+	// introspection and one slot. The shared call is not cut short when the
+	// request that started it goes away: the others wait on it.
+	v, err, _ := in.flight.Do(string(key[:]), func() (any, error) {
+		select {
+		case in.slots <- struct{}{}:
+		default:
+			return nil, errBusy // at once: no queue
 		}
-		in.cache.Add(key, cached{p: *clonePrincipal(p), exp: exp, goodTil: until})
+		body, err := in.call(context.WithoutCancel(ctx), token)
+		<-in.slots
+		if err != nil {
+			return nil, err
+		}
+		p, exp, err := in.check(body)
+		if err != nil {
+			return nil, err
+		}
+		if in.cache != nil {
+			until := in.now().Add(in.ttl)
+			if exp.Before(until) {
+				until = exp
+			}
+			in.cache.Add(key, cached{p: *clonePrincipal(p), exp: exp, goodTil: until})
+		}
+		return cached{p: *p, exp: exp}, nil
+	})
+	if err != nil {
+		return nil, time.Time{}, err
 	}
-	return p, exp, nil
+	c := v.(cached)
+	return clonePrincipal(&c.p), c.exp, nil
 }
 
 // call posts token to the endpoint and returns the answer's body. Any

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -66,7 +67,8 @@ func newAuthServer(t *testing.T) *authServer {
 		case "mode:html":
 			w.Write([]byte("<html>"))
 			return
-		case "mode:hold":
+		}
+		if strings.HasPrefix(token, "mode:hold") {
 			s.arrived <- struct{}{}
 			<-s.hold
 		}
@@ -256,11 +258,11 @@ func TestIntrospectionBurstBeyondEightIs503AtOnce(t *testing.T) {
 	in.timeout = 10 * time.Second
 	in.client.Timeout = 10 * time.Second
 	var wg sync.WaitGroup
-	for range maxIntrospections {
+	for i := range maxIntrospections {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in.Verify(context.Background(), "mode:hold")
+			in.Verify(context.Background(), fmt.Sprintf("mode:hold:%d", i))
 		}()
 	}
 	for range maxIntrospections {
@@ -276,6 +278,34 @@ func TestIntrospectionBurstBeyondEightIs503AtOnce(t *testing.T) {
 	s.answer("after", map[string]any{"active": true, "iss": s.URL, "aud": testResource, "sub": "u", "exp": c.unix(time.Hour), "token_type": "Bearer"})
 	if _, _, err := in.Verify(context.Background(), "after"); err != nil {
 		t.Fatalf("slots not given back: %v", err)
+	}
+}
+
+func TestIntrospectionOfOneTokenIsShared(t *testing.T) {
+	s := newAuthServer(t)
+	c := newClock()
+	in := newIntrospector(t, s.options(c))
+	in.timeout = 10 * time.Second
+	in.client.Timeout = 10 * time.Second
+	s.answer("mode:hold-shared", map[string]any{"active": true, "iss": s.URL, "aud": testResource, "sub": "u", "exp": c.unix(time.Hour), "token_type": "Bearer"})
+	const n = 3 * maxIntrospections
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := in.Verify(context.Background(), "mode:hold-shared")
+			errs <- err
+		}()
+	}
+	<-s.arrived
+	time.Sleep(50 * time.Millisecond) // the others join the call in flight
+	close(s.hold)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a check of a token in flight: %v", err)
+		}
+	}
+	if calls := s.calls.Load(); calls > 2 {
+		t.Fatalf("%d introspections for one token checked %d times at once", calls, n)
 	}
 }
 
