@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -327,5 +329,55 @@ func TestServeHTTPTokenStrategyNeedsANamespace(t *testing.T) {
 	defer ci.Close()
 	if st := toolCall(t, ci, "stats", nil); st["namespace"] != "team-ci" {
 		t.Fatalf("stats %v", st)
+	}
+}
+
+func TestServeHTTPWithIntrospection(t *testing.T) {
+	const resource = "https://memory.example.com/mcp"
+	var as *httptest.Server
+	as = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.Header.Get("Authorization") != "Bearer as-credential" || r.PostForm.Get("token") != "opaque-good" {
+			json.NewEncoder(w).Encode(map[string]any{"active": false})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"active": true, "iss": as.URL, "aud": resource, "sub": "svc",
+			"exp": time.Now().Add(time.Hour).Unix(), "token_type": "Bearer", "scope": "memory:read", "memgate_namespace": "ops"})
+	}))
+	as.StartTLS()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: as.Certificate().Raw}), 0o600)
+	s := serveHTTP(t, env{"MEMGATE_OAUTH_INTROSPECTION_TOKEN": "as-credential"}, "--data-dir", t.TempDir(),
+		"--oauth-issuer", as.URL, "--oauth-resource", resource, "--oauth-introspection", as.URL+"/introspect",
+		"--oauth-ca-file", ca, "--namespace-strategy", "token")
+
+	cs, err := bearerClient(t, s.url, "opaque-good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := toolCall(t, cs, "stats", nil); st["namespace"] != "ops" {
+		t.Fatalf("stats %v", st)
+	}
+	if r := toolCall(t, cs, "remember", map[string]any{"text": "x"}); dig(r, "error", "code") != "forbidden" {
+		t.Fatalf("a read-only token wrote: %v", r)
+	}
+	cs.Close()
+	status := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+	}
+	if code, ch := status("opaque-bad"); code != 401 || !strings.Contains(ch, `error="invalid_token"`) ||
+		!strings.Contains(ch, `resource_metadata="https://memory.example.com/.well-known/oauth-protected-resource/mcp"`) {
+		t.Fatalf("%d %q", code, ch)
+	}
+	as.Close()
+	if code, _ := status("opaque-good"); code != 503 {
+		t.Fatalf("identity service down: %d, want 503", code)
 	}
 }
