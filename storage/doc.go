@@ -16,7 +16,8 @@
 //	ids       key(id) → document number
 //	created   created_at, first document number → document number
 //	postings  key(term), first document number → chunk of postings
-//	meta      schema version, memory count, text bytes, total term count
+//	meta      schema version, memory count, text bytes, total term count;
+//	          in an encrypted store, the KDF record and the key check
 //
 // Words of the title and text, tags, and metadata pairs are all terms, each
 // kind in its own key space; tags and metadata filters read a posting list
@@ -26,7 +27,11 @@
 // the write path grows with the number of memories.
 //
 // Values pass through one seal step and content-derived keys through one key
-// step (see sealer), so encryption at rest changes those two and nothing else.
+// step (see sealer), so encryption at rest changes those two and nothing else:
+// a plain store keeps both as they are; an encrypted one (encrypt.go) seals
+// values with an AEAD bound to their bucket and key, and turns those keys
+// into keyed hashes. Rekey (rekey.go) rewrites a store under new keys beside
+// itself and renames it into place.
 //
 // # Commits
 //
