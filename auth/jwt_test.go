@@ -8,7 +8,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,5 +364,56 @@ func TestJWTAlgorithmAllowList(t *testing.T) {
 	}
 	if _, _, err := v.Verify(context.Background(), sign(t, ecA, "ES256", map[string]any{"kid": "ec"}, f.claims(nil))); err != nil {
 		t.Fatalf("ES256 inside it: %v", err)
+	}
+}
+
+func TestJWKSBounds(t *testing.T) {
+	for name, doc := range map[string]func(t *testing.T) []byte{
+		"a document over 512 KiB": func(t *testing.T) []byte {
+			// A good document, then white space past the cap.
+			return append(jwksDoc(t, publicJWK(t, rsaA, "a", "RS256")), strings.Repeat(" ", maxJWKSBytes)...)
+		},
+		"more than 64 keys": func(t *testing.T) []byte {
+			keys := []jwk.Key{publicJWK(t, rsaA, "a", "RS256")}
+			for i := range maxJWKSKeys {
+				keys = append(keys, publicJWK(t, ecA, "ec"+string(rune('A'+i%26))+string(rune('a'+i/26)), ""))
+			}
+			return jwksDoc(t, keys...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newJWTFixture(t)
+			f.idp.set(doc(t), http.StatusOK)
+			_, _, err := f.v.Verify(context.Background(), sign(t, rsaA, "RS256", map[string]any{"kid": "a"}, f.claims(nil)))
+			if statusOf(err) != 503 {
+				t.Fatalf("status %d, want 503", statusOf(err))
+			}
+		})
+	}
+}
+
+func TestJWKSOverTLSWithAPrivateCA(t *testing.T) {
+	testKeys(t)
+	doc := jwksDoc(t, publicJWK(t, ecA, "k", ""))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(doc) }))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	c := newClock()
+	claims := map[string]any{"iss": testIssuer, "aud": testAudience, "sub": "u", "exp": c.unix(time.Minute)}
+	tok := sign(t, ecA, "ES256", map[string]any{"kid": "k"}, claims)
+	for _, tc := range []struct {
+		caFile string
+		status int
+	}{{ca, 200}, {"", 503}} {
+		v, err := NewJWT(JWTOptions{Issuer: testIssuer, Audience: testAudience, JWKSURL: srv.URL, CAFile: tc.caFile, Now: c.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := v.Verify(context.Background(), tok); statusOf(err) != tc.status {
+			t.Fatalf("CA file %q: status %d, want %d", tc.caFile, statusOf(err), tc.status)
+		}
 	}
 }
