@@ -63,6 +63,7 @@ var (
 	errNoNamespace  = &failure{http.StatusForbidden, ErrInsufficientScope, "the token names no namespace", ""}
 	errUnavailable  = &failure{http.StatusServiceUnavailable, "", "the identity service is unavailable", ""}
 	errBusy         = &failure{http.StatusServiceUnavailable, "", "too many token checks at once", ""}
+	errTokensFile   = &failure{http.StatusServiceUnavailable, "", "the tokens file does not read", ""}
 )
 
 // challenge builds a Bearer challenge. Parameters with empty values are

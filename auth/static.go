@@ -139,7 +139,7 @@ func (s *StaticTokens) Lookup(token string) (p *memgate.Principal, ok bool, err 
 		}
 		s.mu.Unlock()
 		if found == nil && broken {
-			return nil, false, errUnavailable
+			return nil, false, errTokensFile
 		}
 	}
 	if found == nil {
