@@ -54,7 +54,10 @@ export async function startHttpServer(t, dir, args = [], env = {}) {
   exit.then(() => { exited = true; });
 
   const found = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`memgate did not announce its URL within 10 s; stderr: ${stderr}`)), 10000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`memgate did not announce its URL within 10 s; stderr: ${stderr}`));
+    }, 10000);
     child.on('error', (err) => { clearTimeout(timer); reject(err); });
     child.stdout.on('data', (c) => {
       stdout += c;
