@@ -99,7 +99,7 @@ func (g *Gateway) originAllowed(origin, host string) bool {
 }
 
 // admit holds a slot of the in-flight cap for a request, or of the stream
-// cap for an SSE stream (GET), and answers 503 when none is free. It gives
+// cap for an SSE stream, and answers 503 when none is free. It gives
 // a request its deadline, ties a stream to shutdown, and closes a
 // connection past its lifetime once the request is answered.
 func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
@@ -112,7 +112,7 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			w.Header().Set("Connection", "close")
 		}
 		rc := http.NewResponseController(w)
-		if r.Method == http.MethodGet {
+		if isStream(r) {
 			if n := g.streams.Add(1); n > int64(g.opts.MaxStreams) {
 				g.streams.Add(-1)
 				return g.refuse(c, http.StatusServiceUnavailable, "too many streams")
@@ -151,6 +151,15 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 // write.
 const answerGrace = 5 * time.Second
 
+// isStream reports whether a request opens a long-lived SSE stream rather
+// than asking for one answer: a GET (a session's stream), or a 2026-07-28
+// subscriptions/listen.
+func isStream(r *http.Request) bool {
+	return r.Method == http.MethodGet ||
+		r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless &&
+			r.Header.Get("Mcp-Method") == "subscriptions/listen"
+}
+
 type bodyKey struct{}
 
 // readBody reads a POST body whole, within MaxRequestBytes (413 beyond it,
@@ -167,10 +176,14 @@ func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			w.Header().Set("Connection", "close")
 			return g.refuse(c, http.StatusRequestEntityTooLarge, "request body too large")
 		}
+		// On a failure the read deadline stays: the server then cannot wait on
+		// the rest of the body before it closes the connection.
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(g.opts.RequestTimeout))
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-		_ = rc.SetReadDeadline(time.Time{})
+		if err == nil {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
