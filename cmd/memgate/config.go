@@ -37,7 +37,7 @@ const maxMemoryBytesLimit = 1 << 20
 type Config struct {
 	DataDir           string        `name:"data-dir" placeholder:"DIR" help:"Folder of the stores (default: $XDG_DATA_HOME/memgate, else ~/.local/share/memgate)."`
 	Namespace         string        `name:"namespace" default:"default" placeholder:"NAME" help:"Namespace of the fixed strategy."`
-	NamespaceStrategy string        `name:"namespace-strategy" default:"fixed" placeholder:"fixed|project" help:"How a call gets its namespace: fixed (--namespace) or project (from the working directory)."`
+	NamespaceStrategy string        `name:"namespace-strategy" default:"fixed" placeholder:"fixed|project|token" help:"How a call gets its namespace: fixed (--namespace), project (from the working directory) or token (from the caller's token, over HTTP)."`
 	ProjectDir        string        `name:"project-dir" placeholder:"DIR" help:"Folder whose namespace the project strategy uses (default: the working directory)."`
 	NamespaceArg      bool          `name:"namespace-arg" help:"Let every tool take an optional namespace argument."`
 	MaxStores         int           `name:"max-stores" default:"16" placeholder:"N" help:"Most stores open at once."`
