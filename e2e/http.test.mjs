@@ -384,7 +384,7 @@ test('a body sent too slowly is answered 408 within --request-timeout, and its c
 
 test('2026-07-28 subscriptions/listen streams count as streams, not as requests in progress', async (t) => {
   const srv = await startHttpServer(t, await dataDir(t),
-    ['--max-inflight', '2', '--max-streams', '8', '--request-timeout', '2s']);
+    ['--max-inflight', '2', '--max-streams', '2', '--request-timeout', '2s']);
   const listen = () => request(srv.url, {
     method: 'POST', headers: statelessHeaders('subscriptions/listen'),
     body: statelessBody('subscriptions/listen', { notifications: { toolsListChanged: true } }), timeoutMs: 8000,
@@ -393,6 +393,11 @@ test('2026-07-28 subscriptions/listen streams count as streams, not as requests 
   await new Promise((r) => setTimeout(r, 500));
   const list = await request(srv.url, { method: 'POST', headers: statelessHeaders('tools/list'), body: statelessBody('tools/list') });
   assert.equal(list.status, 200, `a request beside two open listen streams: ${list.status}`);
+  // A third stream is past --max-streams.
+  const third = await request(srv.url, { method: 'POST', headers: statelessHeaders('subscriptions/listen'),
+    body: statelessBody('subscriptions/listen', { notifications: { toolsListChanged: true } }) });
+  assert.equal(third.status, 503, `a third listen stream: ${third.status}`);
+  assert.ok(third.headers['retry-after'], 'Retry-After');
   // Past --request-timeout the streams are still open.
   const late = await Promise.race([Promise.race(streams), new Promise((r) => setTimeout(() => r({ ended: false }), 3500))]);
   assert.deepEqual(late, { ended: false }, 'the listen streams outlive --request-timeout');
