@@ -504,3 +504,40 @@ test('--max-sessions refuses one session too many with 503; --session-idle ends 
   assert.equal(stale.status, 404, `an expired session: ${stale.status}`);
   assert.equal((await open()).status, 200);
 });
+
+test('--max-inflight and --max-streams answer 503 with Retry-After at once; nothing waits', async (t) => {
+  const srv = await startHttpServer(t, await dataDir(t), ['--max-inflight', '1', '--max-streams', '1']);
+  const started = Date.now();
+  const results = await Promise.all(Array.from({ length: 100 }, (_, i) => request(srv.url, {
+    method: 'POST', headers: statelessHeaders('tools/call', 'remember'),
+    body: statelessBody('tools/call', { name: 'remember', arguments: { id: `n${i}`, text: `write ${i}` } }, i + 1),
+  })));
+  assert.ok(Date.now() - started < 10000, 'every request answered at once');
+  const statuses = results.map((r) => r.status);
+  assert.ok(statuses.every((st) => st === 200 || st === 503), `statuses: ${[...new Set(statuses)]}`);
+  assert.ok(statuses.includes(503), 'one request at a time: the others are refused');
+  assert.ok(results.filter((r) => r.status === 503).every((r) => r.headers['retry-after']), 'Retry-After');
+  const written = results.filter((r) => r.status === 200).map((r) => message(r).result.structuredContent.memory.id);
+  const s = await connectSession(t, srv.url);
+  assert.equal((await s.ok('stats')).count, written.length, 'exactly the acknowledged writes are there');
+
+  // One SSE stream: a second session's GET stream is refused.
+  const open = async () => {
+    const init = await request(srv.url, { method: 'POST', headers: rpcHeaders(), body: initializeBody(STATEFUL) });
+    const sid = init.headers['mcp-session-id'];
+    await request(srv.url, { method: 'POST', headers: rpcHeaders({ 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': STATEFUL }),
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    return sid;
+  };
+  const get = (sid) => request(srv.url, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': STATEFUL },
+    timeoutMs: 20000 }).catch(() => ({}));
+  await s.client.close(); // the SDK client's own GET stream
+  await new Promise((r) => setTimeout(r, 200));
+  const first = get(await open());
+  await new Promise((r) => setTimeout(r, 300));
+  const second = await request(srv.url, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': await open(), 'MCP-Protocol-Version': STATEFUL } });
+  assert.equal(second.status, 503, `a second stream: ${second.status}`);
+  assert.ok(second.headers['retry-after'], 'Retry-After');
+  await srv.stop();
+  await first;
+});
