@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/memgate/memgate"
 )
@@ -206,5 +207,42 @@ func TestRekeyEncryptsAPlainStore(t *testing.T) {
 	got, err := s.Search(context.Background(), memgate.Query{Text: secretWord, Tags: []string{"zephyrglint"}, Limit: 100})
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(res) {
 		t.Fatalf("search after encrypting differs: %v", err)
+	}
+}
+
+// A process that waits for the store's lock during a rekey gets the new
+// file once the rekey lets go, not the old one it was renamed over.
+func TestOpenWaitingOnARekeyGetsTheNewFile(t *testing.T) {
+	path, _, _ := rekeyFixture(t, "old passphrase")
+	oldE, newE := encryption(t, "old passphrase"), encryption(t, "new passphrase")
+	opened := make(chan error, 1)
+	var waiter *Store
+	rekeyFault = func(step string) error {
+		if step == rekeyStepSynced {
+			go func() {
+				s, err := Open(path, Options{NoSync: true, LockTimeout: 10 * time.Second, Encryption: newE})
+				waiter = s
+				opened <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // it now waits on the old file's lock
+		}
+		return nil
+	}
+	defer func() { rekeyFault = nil }()
+	if err := Rekey(context.Background(), path, Options{Encryption: oldE}, newE); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("the waiting open: %v", err)
+	}
+	put(t, waiter, memgate.Write{ID: "late", Text: "written by the waiter"})
+	waiter.Close()
+	s, err := Open(path, Options{NoSync: true, Encryption: newE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "late"); err != nil {
+		t.Fatalf("the waiter's write is lost: %v", err)
 	}
 }
