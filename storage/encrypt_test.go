@@ -450,3 +450,60 @@ func FuzzOpenSealed(f *testing.F) {
 		}
 	})
 }
+
+// One Encryption serves many stores opened at once, as a pool opens them:
+// each its own salt and keys, none mixed up.
+func TestOneEncryptionManyStores(t *testing.T) {
+	e := encryption(t, "shared by the pool")
+	dir := t.TempDir()
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			path := filepath.Join(dir, fmt.Sprint("ns", i), FileName)
+			for range 2 { // create, then reopen with the kept keys
+				s, err := Open(path, Options{NoSync: true, Encryption: e})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, _, err := s.Put(context.Background(), memgate.Write{ID: "k", Text: fmt.Sprint("store ", i)}); err != nil {
+					errs <- err
+					return
+				}
+				m, err := s.Get(context.Background(), "k")
+				s.Close()
+				if err == nil && m.Text != fmt.Sprint("store ", i) {
+					err = fmt.Errorf("store %d reads %q", i, m.Text)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Distinct salts: the same id hashes differently in each store.
+	seen := map[string]bool{}
+	for i := range n {
+		db, err := bolt.Open(filepath.Join(dir, fmt.Sprint("ns", i), FileName), 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.View(func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketIDs).Cursor().First()
+			seen[string(k)] = true
+			return nil
+		})
+		db.Close()
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct id keys in %d stores", len(seen), n)
+	}
+}
