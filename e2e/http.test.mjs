@@ -124,11 +124,7 @@ test('raw initialize at 2025-03-26 and 2025-06-18 gets that revision and a sessi
   assert.equal(bad.status, 400, `unsupported MCP-Protocol-Version: ${bad.status} ${bad.text}`);
 });
 
-// Known gap: the SDK's stateful handler answers such a request 200 with a
-// JSON-RPC error of code 0 ("invalid during session initialization").
-test('a stateful request without a session id, other than initialize, is 400', {
-  todo: 'answered 200 with a JSON-RPC error of code 0',
-}, async (t) => {
+test('a stateful request without a session id, other than initialize, is 400', async (t) => {
   const srv = await startHttpServer(t, await dataDir(t));
   for (const method of ['tools/list', 'tools/call']) {
     const r = await request(srv.url, { method: 'POST', headers: rpcHeaders({ 'MCP-Protocol-Version': STATEFUL }),

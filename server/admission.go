@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -156,9 +157,19 @@ const answerGrace = 5 * time.Second
 // subscriptions/listen.
 func isStream(r *http.Request) bool {
 	return r.Method == http.MethodGet ||
-		r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless &&
-			r.Header.Get("Mcp-Method") == "subscriptions/listen"
+		r.Method == http.MethodPost && isStateless(r) && r.Header.Get("Mcp-Method") == "subscriptions/listen"
 }
+
+// isStateless reports whether a request names a revision without sessions:
+// a date (YYYY-MM-DD) from RevisionStateless on. Anything else, a malformed
+// version included, goes to the stateful handler, which says what it
+// supports.
+func isStateless(r *http.Request) bool {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	return v >= RevisionStateless && revisionShape.MatchString(v)
+}
+
+var revisionShape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 
 type bodyKey struct{}
 
@@ -241,14 +252,17 @@ func establishedToken(ctx context.Context, _ string, _ *http.Request) (*sdkauth.
 }
 
 // capSessions answers 503 to an initialize request (which opens a session)
-// when MaxSessions sessions are open or opening.
+// when MaxSessions sessions are open or opening, and 400 to any other
+// request of a session revision that names no session.
 func (g *Gateway) capSessions(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		body, _ := r.Context().Value(bodyKey{}).([]byte)
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" ||
-			r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless || !isInitialize(body) {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || isStateless(r) {
 			return next(c)
+		}
+		if !isInitialize(body) {
+			return g.refuse(c, http.StatusBadRequest, "no Mcp-Session-Id: send initialize first")
 		}
 		g.sessionMu.Lock()
 		open := 0

@@ -786,3 +786,24 @@ func TestGatewayRequestDeadline(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 }
+
+func TestGatewayRequestsOutsideASession(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	list := `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`
+	// A session revision needs a session for anything but initialize.
+	for _, v := range []string{"", "2025-06-18", "2025-11-25"} {
+		if s := g.status(rpc{body: list, version: v}); s != http.StatusBadRequest {
+			t.Errorf("tools/list without a session at %q: %d", v, s)
+		}
+	}
+	// A version that is not a revision is refused as unsupported, wherever
+	// it would sort.
+	for _, v := range []string{"bogus", "9999-99-99x", "2025-13-45"} {
+		resp := g.post(rpc{body: list, version: v, session: "x"})
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "nsupported protocol version") {
+			t.Errorf("version %q: %d %s", v, resp.StatusCode, b)
+		}
+	}
+}
