@@ -43,11 +43,25 @@ fuzz:
 	done
 
 ## bench-smoke: the harnesses on small synthetic data, to prove they run
-## (and that nothing fails under churn); their figures mean nothing.
+## (and that nothing fails under churn); their figures mean nothing. The
+## suite's smoke run is memgate alone, every scenario at toy size, in under
+## a minute; it fails on any lost write, error or failed recovery.
 bench-smoke:
 	$(GO) run ./bench/engine -smoke
 	$(GO) run ./bench/pool -smoke
 	$(GO) run ./bench/stdio -smoke
+	$(GO) run ./bench/suite -smoke
+
+## bench-suite: the scenarios of docs/PERFORMANCE.md against the peers, with
+## the plots (~25 min; never in CI). bench-http: the HTTP gateway figures only.
+.PHONY: bench-suite bench-http
+bench-suite:
+	bench/datasets.sh >/dev/null
+	PEERS_ALL=1 bench/peers.sh >/dev/null
+	$(GO) run ./bench/suite -plots docs/plots
+bench-http:
+	bench/datasets.sh >/dev/null
+	$(GO) run ./bench/suite -memgate-only -scenarios S4,S5,S8,slowloris
 
 ## bench: the engine figures of docs/PERFORMANCE.md (needs bench/datasets.sh first).
 bench:

@@ -50,6 +50,7 @@ type Session struct {
 	nextID  atomic.Int64
 	// LastBytes is the size of the last response body read.
 	LastBytes int
+	light     bool
 }
 
 // Open starts a session at revision version (Stateless: no handshake).
@@ -72,6 +73,16 @@ func (s *Session) CallTool(ctx context.Context, name string, args any) (json.Raw
 	}
 	body, err := ToolResult(res)
 	return body, d, err
+}
+
+// CallToolCheck runs tools/call like CallTool but reads the answer in one
+// pass, only for whether it is an error: the load generator's path, where
+// decoding every result would cost the shared CPU more than the server.
+func (s *Session) CallToolCheck(ctx context.Context, name string, args any) (time.Duration, error) {
+	s.light = true
+	defer func() { s.light = false }()
+	_, d, err := s.call(ctx, "tools/call", name, map[string]any{"name": name, "arguments": args})
+	return d, err
 }
 
 // Call sends one request and returns its result and latency.
@@ -134,6 +145,10 @@ func (s *Session) call(ctx context.Context, method, name string, params map[stri
 	if method == "initialize" {
 		s.id = resp.Header.Get("Mcp-Session-Id")
 	}
+	if s.light {
+		err := checkResponse(resp)
+		return nil, time.Since(start), err
+	}
 	m, n, err := readResponse(resp, id)
 	d := time.Since(start)
 	s.LastBytes = n
@@ -144,6 +159,39 @@ func (s *Session) call(ctx context.Context, method, name string, params map[stri
 		return nil, d, &RPCError{m.Error.Code}
 	}
 	return m.Result, d, nil
+}
+
+// checkResponse reads a JSON response in one pass and returns its error:
+// a JSON-RPC error, or a tool error with isError.
+func checkResponse(resp *http.Response) error {
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return errors.New("light calls need JSON responses")
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	var m struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+		Result struct {
+			IsError bool `json:"isError"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return errors.New("a response body that is not JSON-RPC")
+	}
+	if m.Error != nil {
+		return &RPCError{m.Error.Code}
+	}
+	if m.Result.IsError {
+		var full message
+		json.Unmarshal(b, &full)
+		_, err := ToolResult(full.Result)
+		return err
+	}
+	return nil
 }
 
 // readResponse reads the JSON-RPC response with id from a JSON body or an

@@ -40,15 +40,15 @@ func (e *env) s4() error {
 			acked[i] += n
 		}
 	}
-	mixFn := mix(mems, e.mems, 10, uniformNS(c.spaces))
+	mixFn := mixLimit(mems, e.mems, 10, c.searchLimit, uniformNS(c.spaces))
 	// Warm-up: every store open, the SDK's caches filled.
 	r, err := load(srv.URL, "2025-11-25", c.sessions, min(c.duration/10, 5*time.Second), 0, c.spaces, srv.Pid(), mixFn)
 	if err != nil {
 		return err
 	}
 	add(r)
-	var mixes, pings []*loadResult
-	var ratios, p99s []float64
+	var mixes, pings, statss []*loadResult
+	var ratios, p99s, sratios, sp99s []float64
 	for round := range c.rounds {
 		m, err := load(srv.URL, "2025-11-25", c.sessions, c.duration, 0, c.spaces, srv.Pid(), mixFn)
 		if err != nil {
@@ -59,31 +59,45 @@ func (e *env) s4() error {
 		if err != nil {
 			return err
 		}
-		mixes, pings = append(mixes, m), append(pings, p)
+		st, err := load(srv.URL, "2025-11-25", c.sessions, max(c.duration/3, time.Second), 0, c.spaces, srv.Pid(), statsOp(c.spaces))
+		if err != nil {
+			return err
+		}
+		mixes, pings, statss = append(mixes, m), append(pings, p), append(statss, st)
 		ratios = append(ratios, m.perSec/p.perSec)
 		p99s = append(p99s, m.all.P(0.99)/p.all.P(0.99))
+		sratios = append(sratios, m.perSec/st.perSec)
+		sp99s = append(sp99s, m.all.P(0.99)/st.all.P(0.99))
 		logf("  round %d: mix %.0f ops/s (p99 %.1f ms, %d errors), ping %.0f/s (p99 %.1f ms)", round+1,
 			m.perSec, m.all.P(0.99)/1000, m.errors, p.perSec, p.all.P(0.99)/1000)
 	}
-	m, p := medianLoad(mixes), medianLoad(pings)
+	m, p, st := medianLoad(mixes), medianLoad(pings), medianLoad(statss)
 	var errs int64
 	for _, x := range mixes {
 		errs += x.errors
 	}
 	t.row("ping through the same gateway (trivial request, same process; the ceiling)",
 		fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call", p.perSec, p.all.P(0.5)/1000, p.all.P(0.99)/1000, p.cpuUS), "baseline", "")
+	t.row("stats through the same gateway (memgate's cheapest tool: one lease, one read transaction; the tool ceiling)",
+		fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call", st.perSec, st.all.P(0.5)/1000, st.all.P(0.99)/1000, st.cpuUS), "baseline", "")
 	t.row("mix: search", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", m.hist["search"].P(0.5)/1000, m.hist["search"].P(0.99)/1000), "", "")
 	if h := m.hist["remember"]; h != nil {
 		t.row("mix: remember (durable)", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", h.P(0.5)/1000, h.P(0.99)/1000), "", "")
 	}
-	ratio := medianOf(ratios)
+	ratio, sratio := medianOf(ratios), medianOf(sratios)
+	t.row("mix throughput / stats throughput", fmt.Sprintf("%.0f /s against %.0f /s: **%.2fx** (rounds: %s)", m.perSec, st.perSec, sratio, ratiosString(sratios)),
+		"≥ 0.7x", verdict(sratio >= 0.7))
 	t.row("mix throughput / ping throughput", fmt.Sprintf("%.0f /s against %.0f /s: **%.2fx** (rounds: %s)", m.perSec, p.perSec, ratio, ratiosString(ratios)),
 		"≥ 0.7x", verdict(ratio >= 0.7))
-	p99 := medianOf(p99s)
+	p99, sp99 := medianOf(p99s), medianOf(sp99s)
+	t.row("mix p99 / stats p99", fmt.Sprintf("%.1f ms against %.1f ms: **%.2fx** (rounds: %s)", m.all.P(0.99)/1000, st.all.P(0.99)/1000, sp99, ratiosString(sp99s)),
+		"≤ 2x", verdict(sp99 <= 2))
 	t.row("mix p99 / ping p99", fmt.Sprintf("%.1f ms against %.1f ms: **%.2fx** (rounds: %s)", m.all.P(0.99)/1000, p.all.P(0.99)/1000, p99, ratiosString(p99s)),
 		"≤ 2x", verdict(p99 <= 2))
 	t.check("errors in the mix rounds", fmt.Sprintf("%d of %d calls%s", errs, m.ops*int64(len(mixes)), sample(mixes)), "0", errs == 0)
-	t.row("server CPU per mix call; VmHWM idle → under load", fmt.Sprintf("%.0f µs; %.1f MB → %.1f MB", m.cpuUS, mb(idle.HWMKB), mb(m.hwmKB)), "", "")
+	t.row("CPU per call, server / load generator: mix; stats; ping", fmt.Sprintf("%.0f / %.0f µs; %.0f / %.0f µs; %.0f / %.0f µs",
+		m.cpuUS, m.clientCPUUS, st.cpuUS, st.clientCPUUS, p.cpuUS, p.clientCPUUS), "", "")
+	t.row("VmHWM idle → under load", fmt.Sprintf("%.1f MB → %.1f MB", mb(idle.HWMKB), mb(m.hwmKB)), "", "")
 	e.figures["s4_ratio"], e.figures["s4_p99_ratio"] = ratio, p99
 	e.figures["hwm_kb/memgate-http-load"] = float64(m.hwmKB)
 	e.figures["hwm_kb/memgate-http-idle"] = float64(idle.HWMKB)
@@ -128,7 +142,12 @@ func (e *env) s4() error {
 			return err
 		}
 		e.series["tput_mix"] = append(e.series["tput_mix"], point{float64(n), a.perSec})
+		st, err := load(srv.URL, "2025-11-25", n, d, 0, c.spaces, srv.Pid(), statsOp(c.spaces))
+		if err != nil {
+			return err
+		}
 		e.series["tput_ping"] = append(e.series["tput_ping"], point{float64(n), b.perSec})
+		e.series["tput_stats"] = append(e.series["tput_stats"], point{float64(n), st.perSec})
 		e.series["p99_mix"] = append(e.series["p99_mix"], point{float64(n), a.all.P(0.99) / 1000})
 	}
 

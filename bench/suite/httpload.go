@@ -25,10 +25,20 @@ import (
 
 // startHTTP starts `memgate serve --transport http` on a free loopback port
 // with the namespace argument on, and extra flags.
+//
+// With -cpuprofile, it starts bench/http/server instead, wired the same way,
+// which writes the profile when it stops.
 func (e *env) startHTTP(data string, extra ...string) (*driver.Server, error) {
 	argv := append([]string{e.c.memgateBin, "serve", "--transport", "http", "--bind", "127.0.0.1:0",
 		"--path", "/mcp", "--data-dir", data, "--namespace-arg"}, extra...)
-	return driver.StartServer("memgate-http", argv, nil, 30*time.Second)
+	if e.c.httpServer != "" {
+		argv = append([]string{e.c.httpServer, "-cpuprofile", e.c.profile + ".http", "--data-dir", data}, extra...)
+	}
+	var env []string
+	if e.c.serverEnv != "" {
+		env = strings.Split(e.c.serverEnv, ",")
+	}
+	return driver.StartServer("memgate-http", argv, env, 30*time.Second)
 }
 
 // preload fills namespaces ns-000… with per memories each, drawn in turn
@@ -92,6 +102,7 @@ type loadResult struct {
 	all         *driver.Hist
 	acked       []int64 // acknowledged remembers per namespace
 	cpuUS       float64 // server CPU per op
+	clientCPUUS float64 // this process's CPU per op (the load generator)
 	hwmKB       int64
 	errSample   string
 }
@@ -117,6 +128,7 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 	acked := make([]atomic.Int64, spaces)
 	deadline := time.Now().Add(d)
 	u0, _ := measure.ReadUsage(strconv.Itoa(pid))
+	c0, _ := measure.ReadUsage("self")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range sessions {
@@ -139,7 +151,7 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 					}
 					_, dur, err = ss[w].Call(ctx, method, map[string]any{})
 				} else {
-					_, dur, err = ss[w].CallTool(ctx, o.tool, o.args)
+					dur, err = ss[w].CallToolCheck(ctx, o.tool, o.args)
 				}
 				if te := (*driver.ToolError)(nil); errors.As(err, &te) && te.Code == "too_many_stores" {
 					tooMany.Add(1)
@@ -180,6 +192,7 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 	wg.Wait()
 	elapsed := time.Since(start)
 	u1, _ := measure.ReadUsage(strconv.Itoa(pid))
+	c1, _ := measure.ReadUsage("self")
 	for _, s := range ss {
 		s.Close(ctx)
 	}
@@ -187,6 +200,7 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 	res.perSec = float64(res.ops) / elapsed.Seconds()
 	if res.ops > 0 {
 		res.cpuUS = measure.US(u1.CPU-u0.CPU) / float64(res.ops)
+		res.clientCPUUS = measure.US(c1.CPU-c0.CPU) / float64(res.ops)
 	}
 	res.hwmKB = u1.HWMKB
 	for i := range acked {
@@ -198,6 +212,11 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 // mix returns the 90% search / 10% remember picker over spaces namespaces
 // whose memories are mems[s]; ns picks a namespace.
 func mix(mems [][]memgate.Write, extra []memgate.Write, writeShare int, ns func(r *rand.Rand, worker int) int) func(*rand.Rand, int) op {
+	return mixLimit(mems, extra, writeShare, 0, ns)
+}
+
+// mixLimit is mix with searches of the given limit (0: the default).
+func mixLimit(mems [][]memgate.Write, extra []memgate.Write, writeShare, limit int, ns func(r *rand.Rand, worker int) int) func(*rand.Rand, int) op {
 	return func(r *rand.Rand, w int) op {
 		s := ns(r, w)
 		if r.IntN(100) < writeShare {
@@ -211,11 +230,24 @@ func mix(mems [][]memgate.Write, extra []memgate.Write, writeShare int, ns func(
 		if q == "" {
 			q = "entity"
 		}
-		return op{kind: "search", ns: s, tool: "search", args: map[string]any{"query": q, "namespace": nsName(s)}}
+		args := map[string]any{"query": q, "namespace": nsName(s)}
+		if limit > 0 {
+			args["limit"] = limit
+		}
+		return op{kind: "search", ns: s, tool: "search", args: args}
 	}
 }
 
 func pingOp(*rand.Rand, int) op { return op{kind: "ping"} }
+
+// statsOp calls stats, memgate's cheapest tool (one lease, one read
+// transaction, a 0.4 KB answer), on a random namespace.
+func statsOp(spaces int) func(*rand.Rand, int) op {
+	return func(r *rand.Rand, _ int) op {
+		s := r.IntN(spaces)
+		return op{kind: "stats", ns: s, tool: "stats", args: map[string]any{"namespace": nsName(s)}}
+	}
+}
 
 // countStores returns the count of memories of each namespace, read with
 // `memgate stats` after the server stopped.

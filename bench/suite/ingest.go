@@ -19,7 +19,7 @@ import (
 // installed (none on a smoke run).
 func (e *env) systems() []*system {
 	out := []*system{memgateSystem(e.c)}
-	if e.c.smoke {
+	if e.c.smoke || e.c.memgateOnly {
 		return out
 	}
 	if _, err := exec.LookPath(e.c.node); err != nil {

@@ -62,6 +62,11 @@ type config struct {
 	perSpace    int
 	timeout     time.Duration
 	profile     string
+	httpServer  string // bench/http/server, built for -cpuprofile
+	memgateOnly bool
+	searchLimit int
+	serverEnv   string
+	profileNext bool // the next memgate stdio server writes the recall profile
 }
 
 func main() {
@@ -84,12 +89,23 @@ func main() {
 	flag.IntVar(&c.spaces, "namespaces", 10, "S4 namespaces")
 	flag.IntVar(&c.perSpace, "memories", 10000, "S4 memories per namespace")
 	flag.DurationVar(&c.timeout, "timeout", 0, "fail if the run takes longer (0: none; 60s with -smoke)")
-	flag.StringVar(&c.profile, "cpuprofile", "", "CPU profile of memgate's HTTP server during the S4 mix, to this file")
+	flag.StringVar(&c.profile, "cpuprofile", "", "write CPU profiles of memgate: FILE.recall (S3, the recall round at the largest N) and FILE.http (the HTTP scenarios run on bench/http/server, wired the same way)")
+	flag.IntVar(&c.searchLimit, "search-limit", 0, "diagnosis: the limit of the HTTP scenarios' searches (0: the server's default, 10)")
+	flag.StringVar(&c.serverEnv, "server-env", "", "diagnosis: extra environment of memgate's HTTP server, as K=V,K=V (e.g. GOGC=400)")
+	flag.BoolVar(&c.memgateOnly, "memgate-only", false, "leave the peers out even when they are installed")
 	memgateN := flag.String("memgate-n", "1000,5000,15000,100000", "S3 checkpoints for memgate")
 	aidevN := flag.String("aidevkit-n", "1000,15000,100000", "S3 checkpoints for @ai-devkit/memory")
 	libsqlN := flag.String("libsql-n", "1000,15000", "S3 checkpoints for mcp-memory-libsql")
 	officialN := flag.String("official-n", "1000,5000", "S3 checkpoints for server-memory")
+	replotFrom := flag.String("replot", "", "only draw the plots (into -plots) from the JSON of an earlier run")
 	flag.Parse()
+	if *replotFrom != "" {
+		if err := replot(*replotFrom, cmp.Or(c.plots, "docs/plots")); err != nil {
+			fmt.Fprintln(os.Stderr, "suite:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	c.sizes = map[string][]int{"memgate": ints(*memgateN), "@ai-devkit/memory": ints(*aidevN),
 		"mcp-memory-libsql": ints(*libsqlN), "server-memory": ints(*officialN)}
 	if c.smoke {
@@ -275,6 +291,10 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args
 func build(c *config, dir string) error {
 	c.stdioServer = filepath.Join(dir, "bench-stdio-server")
 	targets := [][2]string{{c.stdioServer, "github.com/memgate/memgate/bench/stdio/server"}}
+	if c.profile != "" {
+		c.httpServer = filepath.Join(dir, "bench-http-server")
+		targets = append(targets, [2]string{c.httpServer, "github.com/memgate/memgate/bench/http/server"})
+	}
 	if c.memgateBin == "" {
 		c.memgateBin = filepath.Join(dir, "memgate")
 		targets = append(targets, [2]string{c.memgateBin, "github.com/memgate/memgate/cmd/memgate"})

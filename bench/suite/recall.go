@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -111,6 +112,7 @@ func (e *env) s3() error {
 		dir := filepath.Join(e.dir, "s3-"+safe(sys.name))
 		os.MkdirAll(dir, 0o700)
 		logf("  %s: load %d one by one, recall at %v…", sys.name, maxN, ns)
+		e.c.profileNext = sys.name == "memgate"
 		s, err := sys.start(dir)
 		if err != nil {
 			return err
@@ -119,7 +121,14 @@ func (e *env) s3() error {
 		ids := make([]string, len(mems))
 		at := func(n int) error {
 			qs := makeQueries(mems[:n], per, e.c.seed+int64(n))
+			profile := e.c.profile != "" && sys.name == "memgate" && n == maxN
+			if profile {
+				s.Signal(syscall.SIGUSR1)
+			}
 			r, err := recallRound(sys, s, qs, ids, n)
+			if profile {
+				s.Signal(syscall.SIGUSR2)
+			}
 			if err != nil {
 				return err
 			}
@@ -136,9 +145,14 @@ func (e *env) s3() error {
 			// The HTTP ceiling is ping (the gateway builds its own SDK
 			// servers, so the bench cannot add noop there); here both go
 			// through one stdio server, to show how far apart they are.
-			np, pp := driver.NewHist(), driver.NewHist()
+			np, pp, sp := driver.NewHist(), driver.NewHist(), driver.NewHist()
 			for range 500 {
-				_, d, err := s.CallTool("noop", map[string]any{})
+				_, d, err := s.CallTool("stats", map[string]any{})
+				if err != nil {
+					return err
+				}
+				sp.Record(d)
+				_, d, err = s.CallTool("noop", map[string]any{})
 				if err != nil {
 					return err
 				}
@@ -149,13 +163,22 @@ func (e *env) s3() error {
 				}
 				pp.Record(d)
 			}
-			t.row("memgate over stdio: noop tool / ping, p50 (the HTTP ceiling is ping)", fmt.Sprintf("%.0f µs / %.0f µs", np.P(0.5), pp.P(0.5)), "", "")
+			t.row("memgate over stdio: ping / noop tool / stats tool, p50 (the HTTP ceilings are ping and stats)",
+				fmt.Sprintf("%.0f µs / %.0f µs / %.0f µs", pp.P(0.5), np.P(0.5), sp.P(0.5)), "", "")
 			if res, _, err := s.CallTool("stats", map[string]any{}); err == nil {
 				e.figures["s3_memgate_count"] = float64(countOf(res))
 			}
 		}
 		if err := s.Close(120 * time.Second); err != nil {
 			return err
+		}
+		if sys.name == "memgate" {
+			floor, err := handlerFloor(dir, mems, 500, e.c.seed+99)
+			if err != nil {
+				return err
+			}
+			t.row(fmt.Sprintf("memgate at %d: the handler's share alone, storage.Search in process, q3 p50", maxN), fmt.Sprintf("**%.0f µs**", floor),
+				"≤ 150 µs (2x the in-memory BM25 floor)", verdict(floor <= 150))
 		}
 		w2.disk = diskBytes(sys.files(dir))
 		e.loads[sys.name] = w2

@@ -55,6 +55,11 @@ func memgateSystem(c *config) *system {
 		durability: "fsync per group commit (two fdatasyncs per bbolt commit)",
 		start: func(dir string) (*driver.Stdio, error) {
 			argv := append(strings.Fields(c.stdioServer), "-data", dir)
+			if c.profile != "" && c.profileNext {
+				// Profiled between SIGUSR1 and SIGUSR2 (see s3).
+				argv = append(argv, "-cpuprofile", c.profile+".recall", "-profile-signal")
+				c.profileNext = false
+			}
 			s, err := driver.StartStdio("memgate", argv, nil, "")
 			if err != nil {
 				return nil, err
