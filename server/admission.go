@@ -160,13 +160,14 @@ func isStream(r *http.Request) bool {
 		r.Method == http.MethodPost && isStateless(r) && r.Header.Get("Mcp-Method") == "subscriptions/listen"
 }
 
-// isStateless reports whether a request names a revision without sessions:
-// a date (YYYY-MM-DD) from RevisionStateless on. Anything else, a malformed
-// version included, goes to the stateful handler, which says what it
-// supports.
+// isStateless reports whether a request belongs to the stateless handler:
+// it names a revision from RevisionStateless on, or one that is not a
+// session revision's date at all. Both handlers refuse a version they do not
+// speak with 400; the stateless one answers in the form 2026-07-28 clients
+// read (UnsupportedProtocolVersionError with the supported versions).
 func isStateless(r *http.Request) bool {
 	v := r.Header.Get("Mcp-Protocol-Version")
-	return v >= RevisionStateless && revisionShape.MatchString(v)
+	return v != "" && (v >= RevisionStateless || !revisionShape.MatchString(v))
 }
 
 var revisionShape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)

@@ -291,11 +291,6 @@ func (g *Gateway) Draining() bool { return g.draining.Load() }
 // serveMCP hands the request to the handler of its protocol revision.
 func (g *Gateway) serveMCP(c echo.Context) error {
 	r := c.Request()
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !revisionShape.MatchString(v) {
-		// The SDK would take any version that sorts after the last one it
-		// knows for a revision to come.
-		return g.refuse(c, http.StatusBadRequest, "Unsupported protocol version")
-	}
 	if isStateless(r) {
 		g.stateless.ServeHTTP(c.Response(), r)
 		return nil

@@ -796,13 +796,16 @@ func TestGatewayRequestsOutsideASession(t *testing.T) {
 			t.Errorf("tools/list without a session at %q: %d", v, s)
 		}
 	}
-	// A version that is not a revision is refused as unsupported, wherever
-	// it would sort.
-	for _, v := range []string{"bogus", "9999-99-99x", "2025-13-45"} {
-		resp := g.post(rpc{body: list, version: v, session: "x"})
+	// A version memgate does not speak is refused, wherever it would sort:
+	// a session revision's date by the stateful handler, anything else in
+	// the stateless form, which lists the supported versions.
+	for _, v := range []string{"2025-13-45", "bogus", "v999.0.0", "9999-99-99x"} {
+		resp := g.post(rpc{version: v, session: "any", header: map[string]string{"Mcp-Method": "server/discover"},
+			body: `{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v +
+				`","io.modelcontextprotocol/clientCapabilities":{}}}}`})
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "nsupported protocol version") {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(strings.ToLower(string(b)), "unsupported") {
 			t.Errorf("version %q: %d %s", v, resp.StatusCode, b)
 		}
 	}
