@@ -37,7 +37,12 @@ type gateway struct {
 // gopts. sopts may set anything but Lease, which is the pool's unless given.
 func startGateway(t *testing.T, gopts server.GatewayOptions, sopts server.Options) *gateway {
 	t.Helper()
-	pool := newPool(t, 0)
+	return startGatewayOn(t, newPool(t, 0), gopts, sopts)
+}
+
+// startGatewayOn is startGateway on a pool of the caller's.
+func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOptions, sopts server.Options) *gateway {
+	t.Helper()
 	if sopts.Lease == nil {
 		sopts.Lease = server.LeaseOf(pool.Lease)
 	}
@@ -645,22 +650,7 @@ func TestGatewayShutdownKeepsAcknowledgedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := srv.NewGateway(server.GatewayOptions{ShutdownGrace: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	g := &gateway{t: t, url: "http://" + ln.Addr().String() + "/mcp", base: "http://" + ln.Addr().String(), addr: ln.Addr().String()}
+	g := startGatewayOn(t, pool, server.GatewayOptions{ShutdownGrace: 10 * time.Second}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 
 	// Writers run until the gateway refuses them; each counts what it saw
@@ -693,8 +683,7 @@ func TestGatewayShutdownKeepsAcknowledgedWrites(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	stop()
-	if err := <-done; err != nil {
+	if err := g.shutdown(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	wg.Wait()
