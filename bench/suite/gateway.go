@@ -76,7 +76,7 @@ func (e *env) s4() error {
 	for _, x := range mixes {
 		errs += x.errors
 	}
-	t.row("ping through the same gateway (trivial request, same process; the ceiling)",
+	t.row("ping through the same gateway (the trivial request, same process)",
 		fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call", p.perSec, p.all.P(0.5)/1000, p.all.P(0.99)/1000, p.cpuUS), "baseline", "")
 	t.row("stats through the same gateway (memgate's cheapest tool: one lease, one read transaction; the tool ceiling)",
 		fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call", st.perSec, st.all.P(0.5)/1000, st.all.P(0.99)/1000, st.cpuUS), "baseline", "")
@@ -123,8 +123,9 @@ func (e *env) s4() error {
 	}
 	add(wo)
 	e.figures["s4_write_only_per_sec"] = wo.perSec
-	t.row(fmt.Sprintf("write-only, %d sessions: remember / ping", c.sessions), fmt.Sprintf("%.0f /s against %.0f /s: **%.2fx**, p50 %.1f ms, p99 %.1f ms, %d errors",
-		wo.perSec, p.perSec, wo.perSec/p.perSec, wo.all.P(0.5)/1000, wo.all.P(0.99)/1000, wo.errors), "≥ 0.7x", verdict(wo.perSec >= 0.7*p.perSec))
+	t.row(fmt.Sprintf("write-only, %d sessions: remember / stats", c.sessions), fmt.Sprintf("%.0f /s against %.0f /s: **%.2fx**, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/write",
+		wo.perSec, st.perSec, wo.perSec/st.perSec, wo.all.P(0.5)/1000, wo.all.P(0.99)/1000, wo.cpuUS), "≥ 0.7x", verdict(wo.perSec >= 0.7*st.perSec))
+	t.check("write-only: errors", fmt.Sprintf("%d%s", wo.errors, sample([]*loadResult{wo})), "0", wo.errors == 0)
 
 	// Sessions sweep, for the throughput plot.
 	for _, n := range []int{1, 4, 16, 64} {

@@ -107,7 +107,7 @@ func (e *env) throughputPlot(file string) error {
 	p.Y.Label.Text = "calls per second"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left = false, false
 	for i, s := range []struct{ key, label string }{
 		{"tput_ping", "ping through the same gateway"},
 		{"tput_stats", "stats, the cheapest tool (the tool ceiling)"},
