@@ -81,7 +81,11 @@ func (s *Session) CallTool(ctx context.Context, name string, args any) (json.Raw
 func (s *Session) CallToolCheck(ctx context.Context, name string, args any) (time.Duration, error) {
 	s.light = true
 	defer func() { s.light = false }()
-	_, d, err := s.call(ctx, "tools/call", name, map[string]any{"name": name, "arguments": args})
+	res, d, err := s.call(ctx, "tools/call", name, map[string]any{"name": name, "arguments": args})
+	if err == nil && res != nil {
+		// An event stream was read whole: look at the result.
+		_, err = ToolResult(res)
+	}
 	return d, err
 }
 
@@ -145,7 +149,7 @@ func (s *Session) call(ctx context.Context, method, name string, params map[stri
 	if method == "initialize" {
 		s.id = resp.Header.Get("Mcp-Session-Id")
 	}
-	if s.light {
+	if s.light && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		err := checkResponse(resp)
 		return nil, time.Since(start), err
 	}
@@ -164,9 +168,6 @@ func (s *Session) call(ctx context.Context, method, name string, params map[stri
 // checkResponse reads a JSON response in one pass and returns its error:
 // a JSON-RPC error, or a tool error with isError.
 func checkResponse(resp *http.Response) error {
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return errors.New("light calls need JSON responses")
-	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err

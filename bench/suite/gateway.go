@@ -153,6 +153,9 @@ func (e *env) s4() error {
 	}
 
 	stopErr := srv.Stop(60 * time.Second)
+	if err := e.goSDKPeerRuns(t, m); err != nil {
+		return err
+	}
 	t.check("graceful stop (SIGTERM)", exitText(stopErr), "exit 0", stopErr == nil)
 	counts, err := e.countStores(data, c.spaces)
 	if err != nil {

@@ -66,7 +66,8 @@ type config struct {
 	memgateOnly bool
 	searchLimit int
 	serverEnv   string
-	profileNext bool // the next memgate stdio server writes the recall profile
+	profileNext bool   // the next memgate stdio server writes the recall profile
+	goSDKPeer   string // the go-sdk memory example, built from the module cache
 }
 
 func main() {
@@ -294,6 +295,10 @@ func build(c *config, dir string) error {
 	if c.profile != "" {
 		c.httpServer = filepath.Join(dir, "bench-http-server")
 		targets = append(targets, [2]string{c.httpServer, "github.com/memgate/memgate/bench/http/server"})
+	}
+	if !c.smoke && !c.memgateOnly {
+		c.goSDKPeer = filepath.Join(dir, "go-sdk-memory")
+		targets = append(targets, [2]string{c.goSDKPeer, goSDKMemory})
 	}
 	if c.memgateBin == "" {
 		c.memgateBin = filepath.Join(dir, "memgate")
