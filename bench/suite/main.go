@@ -155,7 +155,10 @@ type env struct {
 	loads      map[string]*writeRun
 	memgateDir string
 	coldSmall  *driver.Hist
-	s6t        *table
+	// coldOpen and coldOpenRead time storage.Open and a first search of a
+	// cold store in process, without and with a sequential read first.
+	coldOpen, coldOpenRead *driver.Hist
+	s6t                    *table
 }
 
 type point struct{ X, Y float64 }
