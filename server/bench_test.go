@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,5 +85,65 @@ func BenchmarkToolsCallInMemory(b *testing.B) {
 		if res, err := cs.CallTool(b.Context(), params); err != nil || res.IsError {
 			b.Fatal(err, res)
 		}
+	}
+}
+
+// BenchmarkGateway is one tools/call through the HTTP gateway, from a raw
+// HTTP client in the same process over loopback: the gateway's middleware,
+// the SDK's streamable handler and a session, and the tool.
+func BenchmarkGateway(b *testing.B) {
+	for _, c := range []struct{ name, tool, args string }{
+		{"stats", "stats", `{}`},
+		{"search10", "search", `{"query":"staging deploys","limit":10}`},
+		{"search1", "search", `{"query":"staging deploys","limit":1}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := benchServer(b)
+			for i := range 200 {
+				args := fmt.Sprintf(`{"text":"note %d about deploys, reviews and the staging pipeline, with a few more words to make it the size of a real memory"}`, i)
+				if _, err := srv.Call(b.Context(), "remember", json.RawMessage(args)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			gw, err := srv.NewGateway(server.GatewayOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(b.Context())
+			done := make(chan error, 1)
+			go func() { done <- gw.Serve(ctx, ln) }()
+			defer func() { stop(); <-done }()
+			url := "http://" + ln.Addr().String() + "/mcp"
+			post := func(session, body string) (*http.Response, []byte) {
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				if session != "" {
+					req.Header.Set("Mcp-Session-Id", session)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body2, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp, body2
+			}
+			resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+			session := resp.Header.Get("Mcp-Session-Id")
+			post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, c.tool, c.args)
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp, body := post(session, call); resp.StatusCode != 200 || bytes.Contains(body, []byte(`"isError":true`)) {
+					b.Fatalf("%s: %s", resp.Status, body)
+				}
+			}
+		})
 	}
 }
