@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/driver"
 	"github.com/memgate/memgate/bench/measure"
+	"github.com/memgate/memgate/storage"
 )
 
 // peers returns the systems to compare: memgate, then every peer that is
@@ -110,10 +112,15 @@ func (e *env) s1() error {
 	mems := e.mems[:min(e.c.writes, len(e.mems))]
 	syss := e.systems()
 	runs := map[string][]*writeRun{}
-	var bbolt []float64
+	var bbolt, inproc []float64
 	for round := range e.c.rounds {
 		bbolt = append(bbolt, measure.BboltRate(e.dir, 2000))
-		msg := fmt.Sprintf("  round %d: bbolt %.0f tx/s", round+1, bbolt[round])
+		r, err := putInProcess(filepath.Join(e.dir, fmt.Sprint("s1-inproc-", round)), mems)
+		if err != nil {
+			return err
+		}
+		inproc = append(inproc, r)
+		msg := fmt.Sprintf("  round %d: bbolt %.0f tx/s, memgate's store in process %.0f /s", round+1, bbolt[round], r)
 		for _, sys := range syss {
 			dir := filepath.Join(e.dir, fmt.Sprintf("s1-%s-%d", safe(sys.name), round))
 			os.MkdirAll(dir, 0o700)
@@ -149,6 +156,8 @@ func (e *env) s1() error {
 	}
 	ratio := mg.perSec / bb
 	t.row("memgate durable writes / bbolt's one-put commits", fmt.Sprintf("**%.2fx**", ratio), "≥ 0.8x", verdict(ratio >= 0.8))
+	ip := medianOf(inproc)
+	t.row("the same writes to memgate's store in this process (storage.Put, durable, no MCP) / bbolt", fmt.Sprintf("%.0f /s (rounds: %s): **%.2fx**", ip, rates(inproc), ip/bb), "—", "")
 	bound := 1.25 * 2 * fsync
 	t.row("memgate write p50 against 1.25 × (2 × fsync p50)", fmt.Sprintf("%.0f µs against %.0f µs (fsync p50 %.0f µs)", mg.lat.P(0.5), bound, fsync),
 		"p50 ≤ 1.25 × 2 × fsync", verdict(mg.lat.P(0.5) <= bound))
@@ -170,6 +179,24 @@ func (e *env) s1() error {
 		e.figures["s1_ratio_"+safe(sys.name)] = r
 	}
 	return nil
+}
+
+// putInProcess writes mems one by one, durably, into a store opened in this
+// process: the storage engine's rate without MCP, beside bbolt's.
+func putInProcess(dir string, mems []memgate.Write) (float64, error) {
+	defer os.RemoveAll(dir)
+	st, err := storage.Open(filepath.Join(dir, storage.FileName), storage.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	start := time.Now()
+	for _, m := range mems {
+		if _, _, err := st.Put(context.Background(), m); err != nil {
+			return 0, err
+		}
+	}
+	return float64(len(mems)) / time.Since(start).Seconds(), nil
 }
 
 func median(ws []*writeRun) *writeRun {
