@@ -14,7 +14,8 @@
 # $dir/libsql, and @ai-devkit/memory in $dir/aidevkit, whose better-sqlite3
 # compiles from source when its prebuilt binary cannot be downloaded (1-3
 # minutes; needs python3, make and g++). bench/stdio drives only the
-# official server; the other two are there for manual runs. A peer that fails to install is
+# official server; bench/suite drives all three (the go-sdk memory example,
+# its HTTP peer, it builds from the Go module cache). A peer that fails to install is
 # skipped with a line on stderr; only a failure of the official server makes
 # the exit status non-zero.
 #
