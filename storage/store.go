@@ -151,10 +151,15 @@ func Open(path string, opts Options) (*Store, error) {
 func openFile(path string, opts Options) (*bolt.DB, error) {
 	for attempt := 0; ; attempt++ {
 		before, statErr := os.Stat(path)
+		var size int64
+		if statErr == nil {
+			size = before.Size()
+		}
 		db, err := bolt.Open(path, 0o600, &bolt.Options{
 			Timeout:      opts.LockTimeout,
 			NoSync:       opts.NoSync,
 			FreelistType: bolt.FreelistMapType,
+			MmapFlags:    mmapFlags(size),
 		})
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
