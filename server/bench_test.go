@@ -88,11 +88,21 @@ func BenchmarkToolsCallInMemory(b *testing.B) {
 	}
 }
 
+// addNoop adds a tool that does nothing and answers {}: the trivial tool
+// behind the same gateway, for a ceiling.
+func addNoop(m *mcp.Server) {
+	m.AddTool(&mcp.Tool{Name: "noop", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(`{}`), Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
+		})
+}
+
 // BenchmarkGateway is one tools/call through the HTTP gateway, from a raw
 // HTTP client in the same process over loopback: the gateway's middleware,
 // the SDK's streamable handler and a session, and the tool.
 func BenchmarkGateway(b *testing.B) {
 	for _, c := range []struct{ name, tool, args string }{
+		{"noop", "noop", `{}`},
 		{"stats", "stats", `{}`},
 		{"search10", "search", `{"query":"staging deploys","limit":10}`},
 		{"search1", "search", `{"query":"staging deploys","limit":1}`},
@@ -105,7 +115,7 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			gw, err := srv.NewGateway(server.GatewayOptions{})
+			gw, err := srv.NewGateway(server.GatewayOptions{Configure: addNoop})
 			if err != nil {
 				b.Fatal(err)
 			}

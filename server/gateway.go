@@ -96,6 +96,11 @@ type GatewayOptions struct {
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
 	Ready func(context.Context) error
+	// Configure, when set, is applied to each SDK server the gateway builds
+	// (one for sessions, one for the stateless revision), after memgate's
+	// tools, resources and prompts are added: benchmarks register a trivial
+	// tool with it, as a ceiling behind the same gateway.
+	Configure func(*mcp.Server)
 	// Logger receives one line per refused request (status and reason,
 	// never a header's value); nil discards them.
 	Logger *slog.Logger
@@ -157,6 +162,10 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: opts.SessionIdle,
 			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
 	stateless := s.newMCP()
+	if opts.Configure != nil {
+		opts.Configure(g.stateful)
+		opts.Configure(stateless)
+	}
 	g.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stateless },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true,
 			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})

@@ -10,13 +10,13 @@
 //	server --data-dir DIR [--bind 127.0.0.1:0] [--max-stores N] [--max-connections N]
 //	       [--read-header-timeout D] [-cpuprofile FILE] [-memprofile FILE] [-nosync]
 //
-// The trivial-request ceiling over HTTP is ping (or server/discover without
-// sessions): the gateway builds its own SDK servers from the memgate
-// server, so no extra tool can be registered on them from here.
+// Beside memgate's tools it serves "noop", a tool that does nothing and
+// answers {}: the trivial tool behind the same gateway, for a ceiling.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,6 +26,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
@@ -109,7 +111,7 @@ func run(c config) (err error) {
 		return err
 	}
 	gw, err := srv.NewGateway(server.GatewayOptions{Path: c.path, MaxConnections: c.maxConns,
-		ReadHeaderTimeout: c.headerTimeout, Logger: log})
+		ReadHeaderTimeout: c.headerTimeout, Logger: log, Configure: addNoop})
 	if err != nil {
 		return err
 	}
@@ -126,4 +128,13 @@ func run(c config) (err error) {
 		}
 	}
 	return err
+}
+
+// addNoop adds the trivial tool to an SDK server of the gateway.
+func addNoop(m *mcp.Server) {
+	m.AddTool(&mcp.Tool{Name: "noop", Description: "Does nothing.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(`{}`),
+				Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
+		})
 }
