@@ -21,8 +21,9 @@ import (
 
 // The gateway's middleware, in the order a request meets it: the connection
 // cap (limitListener), header bounds, Host and Origin, the in-flight and
-// stream caps, the body, authentication, the session cap. Each refusal is
-// answered at once; nothing waits in a queue.
+// stream caps, authentication (from the header alone: a caller without a
+// credential never gets its body read), the body, the session cap. Each
+// refusal is answered at once; nothing waits in a queue.
 
 // limitHeaders answers 431 to a header of more than MaxHeaderFields fields
 // or MaxHeaderBytes bytes (each field counted as "Name: value\r\n").
@@ -176,7 +177,8 @@ type bodyKey struct{}
 
 // readBody reads a POST body whole, within MaxRequestBytes (413 beyond it,
 // known from Content-Length or found while reading) and RequestTimeout
-// (408), so that the handlers after it never wait on a slow client.
+// (408), so that the handlers after it never wait on a slow client. Its
+// refusals close the connection (see refuse).
 func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, w := c.Request(), c.Response()
@@ -185,7 +187,6 @@ func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		limit := g.opts.MaxRequestBytes
 		if r.ContentLength > limit {
-			w.Header().Set("Connection", "close")
 			return g.refuse(c, http.StatusRequestEntityTooLarge, "request body too large")
 		}
 		// On a failure the read deadline stays: the server then cannot wait on
@@ -201,10 +202,8 @@ func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 		case errors.As(err, &tooLarge):
 			return g.refuse(c, http.StatusRequestEntityTooLarge, "request body too large")
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			w.Header().Set("Connection", "close")
 			return g.refuse(c, http.StatusRequestTimeout, "request body too slow")
 		case err != nil:
-			w.Header().Set("Connection", "close")
 			return g.refuse(c, http.StatusBadRequest, "request body unreadable")
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -190,7 +190,7 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	for path, h := range opts.Routes {
 		e.GET(path, echo.WrapHandler(h))
 	}
-	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.readBody, g.authenticate, g.capSessions)
+	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
@@ -327,6 +327,11 @@ func (g *Gateway) refuse(c echo.Context, status int, reason string) error {
 	g.refused(c.Request().Context(), reason)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		c.Response().Header().Set("Retry-After", "1")
+	}
+	if r := c.Request(); r.ContentLength != 0 && r.Context().Value(bodyKey{}) == nil {
+		// A body not read yet: the server would wait for it before it
+		// answered, to keep the connection. Close it instead.
+		c.Response().Header().Set("Connection", "close")
 	}
 	return c.String(status, reason+"\n")
 }

@@ -799,3 +799,57 @@ func TestGatewayRequestsOutsideASession(t *testing.T) {
 		}
 	}
 }
+
+func TestGatewayRefusesAStrangerBeforeReadingItsBody(t *testing.T) {
+	users := staticAuth{"alice-token": {Subject: "alice", Scopes: []string{"memory:read"}}}
+	g := startGateway(t, server.GatewayOptions{Auth: users, RequestTimeout: time.Minute}, server.Options{})
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A body announced and never sent: only a refusal from the header alone
+	// can answer before the request timeout.
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 401 ") {
+		t.Fatalf("a stranger's unsent body: %q %v", line, err)
+	}
+}
+
+func TestGatewayClosesAConnectionPastItsLifetime(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{ConnLifetime: 300 * time.Millisecond}, server.Options{})
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(c)
+	ask := func() *http.Response {
+		body := initBody("2025-11-25")
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
+			"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	// A young connection stays open for the next request...
+	if resp := ask(); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("a young connection: %s, close %v", resp.Status, resp.Close)
+	}
+	time.Sleep(500 * time.Millisecond)
+	// ...an old one is answered, then closed.
+	if resp := ask(); resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("an old connection: %s, close %v", resp.Status, resp.Close)
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("the old connection stayed open: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func (f *httpFlags) validate(c *Config, bad func(flag, format string, args ...an
 		bad("path", "must start with / and hold no ?, # or space")
 	}
 	for _, o := range f.AllowOrigin {
-		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") || strings.Count(o, "/") > 2 && !strings.HasSuffix(o, "/") {
+		if !isOrigin(o) {
 			bad("allow-origin", "must be scheme://host[:port], such as https://app.example.com")
 			break
 		}
@@ -64,6 +65,15 @@ func (f *httpFlags) validate(c *Config, bad func(flag, format string, args ...an
 			bad(d.flag, "must be a positive duration, such as 30s")
 		}
 	}
+}
+
+// isOrigin reports whether s is an origin as browsers send it: http or
+// https, a host, an optional port, and nothing else (a trailing slash is
+// tolerated).
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
 }
 
 // loopbackBind reports whether a --bind address is a loopback one.

@@ -95,6 +95,8 @@ func TestServeHTTPRefusesUnsafeStarts(t *testing.T) {
 		{"zero cap", []string{"--max-inflight", "0"}, "--max-inflight: must be at least 1"},
 		{"tiny body", []string{"--max-request-bytes", "10"}, "--max-request-bytes"},
 		{"bad origin", []string{"--allow-origin", "evil.example.com"}, "--allow-origin"},
+		{"origin with a path", []string{"--allow-origin", "https://app.example.com/x/"}, "--allow-origin"},
+		{"origin with a query", []string{"--allow-origin", "https://app.example.com?x"}, "--allow-origin"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := mg(t, env{}, "", append([]string{"serve", "--transport", "http", "--data-dir", t.TempDir()}, c.args...)...)
