@@ -45,6 +45,11 @@ const Recall = "lexical (BM25) with metadata filters"
 type Options struct {
 	// Lease gives a call the store of its namespace.
 	Lease Lease
+	// LeaseRead, when set, gives the calls that only read (and forget,
+	// which changes nothing where nothing is stored) the store of their
+	// namespace without creating one: for a namespace with no store on disk
+	// it returns one that answers as an empty store does. nil means Lease.
+	LeaseRead Lease
 	// Resolve picks a call's namespace; nil means memgate.DefaultNamespace,
 	// or the namespace argument when NamespaceArg allows one.
 	Resolve Resolve

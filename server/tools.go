@@ -148,7 +148,7 @@ func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.
 	if err != nil {
 		return "", nil, err
 	}
-	st, release, err := s.opts.Lease(ctx, ns)
+	st, release, err := s.leaseFor(t)(ctx, ns)
 	if err != nil {
 		return ns, nil, err
 	}
