@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -38,9 +39,18 @@ type committer struct {
 	closed  bool
 
 	// unmerged is set while a merge has failed part way: until one
-	// succeeds, no write may run (see merge). Only the leader touches it.
+	// succeeds, no write may run (see merge). refusal is the error those
+	// writes get, retryAt the earliest time of the next attempt. Only the
+	// leader touches them (and Open, before any write).
 	unmerged bool
+	refusal  error
+	retryAt  time.Time
 }
+
+// mergeRetry is how long after a failed merge the committer tries again;
+// the writes in between are refused without an attempt, so that a store
+// whose disk is full does not redo a failing merge for every refused write.
+var mergeRetry = time.Second
 
 type writeOp struct {
 	fn  func(*txn) error
@@ -124,9 +134,9 @@ var errUnmerged = &memgate.Error{Code: memgate.CodeUnavailable,
 // commit runs group in one transaction and returns each write's error.
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
-	if c.unmerged && !c.merge() {
+	if c.unmerged && (time.Now().Before(c.retryAt) || !c.merge()) {
 		for i := range errs {
-			errs[i] = errUnmerged
+			errs[i] = c.refusal
 		}
 		return errs
 	}
@@ -152,6 +162,9 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 	if c.s.tail.Load().len() >= c.s.opts.MergeEvery {
 		c.merge()
 	}
+	for i := range errs {
+		errs[i] = storeError("storage.commit", errs[i])
+	}
 	return errs
 }
 
@@ -162,11 +175,22 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 func (c *committer) merge() bool {
 	if err := c.s.merge(); err != nil {
 		c.log.Error("index merge failed", "op", "storage.merge", "error", err)
-		c.unmerged = true
+		c.mergeFailed(err)
 		return false
 	}
-	c.unmerged = false
+	c.unmerged, c.refusal = false, nil
 	return true
+}
+
+// mergeFailed refuses writes until a merge succeeds, with the condition of
+// the disk when err names one (storeError), else errUnmerged.
+func (c *committer) mergeFailed(err error) {
+	c.unmerged = true
+	c.retryAt = time.Now().Add(mergeRetry)
+	c.refusal = errUnmerged
+	if e := storeError("storage.merge", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
+		c.refusal = e
+	}
 }
 
 // update runs fn in one write transaction. The transaction's change to the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -110,7 +111,7 @@ func Open(path string, opts Options) (*Store, error) {
 		now = time.Now
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, memgate.Internal(op, err)
+		return nil, storeError(op, err)
 	}
 	db, err := openFile(path, opts)
 	switch {
@@ -121,7 +122,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
 			Message: "the store cannot be opened: permission denied"}
 	case err != nil:
-		return nil, memgate.Internal(op, err)
+		return nil, storeError(op, err)
 	}
 	// bbolt grows a file past 16 MiB by 16 MiB at a time; smaller steps keep
 	// the file near its data at the price of a few more (rare) grows.
@@ -129,17 +130,22 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
 	if err := s.init(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, storeError(op, err)
 	}
 	if err := s.loadTail(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := s.finishMerge(); err != nil {
-		db.Close()
-		return nil, err
-	}
 	s.write = newCommitter(s, log)
+	// A merge that cannot finish (a full disk, a read-only filesystem, any
+	// failure) leaves the store readable: the tail holds every document
+	// above the merged mark and view.list reads postings already merged
+	// once. Writes wait, refused, until a later merge succeeds.
+	if err := s.finishMerge(); err != nil {
+		log.Error("index merge left unfinished could not be finished; writes are refused until it is",
+			"op", op, "error", err)
+		s.write.mergeFailed(err)
+	}
 	return s, nil
 }
 
@@ -155,12 +161,19 @@ func openFile(path string, opts Options) (*bolt.DB, error) {
 		if statErr == nil {
 			size = before.Size()
 		}
-		db, err := bolt.Open(path, 0o600, &bolt.Options{
+		bo := &bolt.Options{
 			Timeout:      opts.LockTimeout,
 			NoSync:       opts.NoSync,
 			FreelistType: bolt.FreelistMapType,
 			MmapFlags:    mmapFlags(size),
-		})
+		}
+		db, err := bolt.Open(path, 0o600, bo)
+		if errors.Is(err, syscall.EROFS) && statErr == nil {
+			// A store on a read-only filesystem still answers reads; its
+			// writes fail with the filesystem's condition (storeError).
+			bo.ReadOnly = true
+			db, err = bolt.Open(path, 0o600, bo)
+		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
 		}
@@ -258,7 +271,7 @@ const closeMerge = 16
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.write.close()
-		if s.tail.Load().len() >= closeMerge && !s.write.unmerged {
+		if s.tail.Load().len() >= closeMerge && !s.write.unmerged && !s.db.IsReadOnly() {
 			if err := s.merge(); err != nil {
 				// Not lost: the next open rebuilds the tail from the records.
 				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)
@@ -289,6 +302,33 @@ func getU64(b *bolt.Bucket, key []byte) uint64 {
 // addU64 adds delta to a counter in b.
 func addU64(b *bolt.Bucket, key []byte, delta int64) error {
 	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
+}
+
+// storeError is the one place a failure of the file becomes the error a
+// caller sees. A full disk and a read-only filesystem are conditions of the
+// store, not faults of memgate: unavailable, with a message that names the
+// condition and says what still works. Anything else is as memgate.Wrap
+// makes it. Every write path (the committer, merges, Open) goes through it.
+func storeError(op string, err error) error {
+	if err == nil || memgate.ErrorCode(err) != memgate.CodeInternal {
+		return err
+	}
+	var msg string
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		msg = "the disk is full; the store's writes are refused until space is freed, reads still work"
+	case errors.Is(err, syscall.EDQUOT):
+		msg = "the disk quota is exhausted; the store's writes are refused until space is freed, reads still work"
+	case errors.Is(err, syscall.EROFS), errors.Is(err, berrors.ErrDatabaseReadOnly):
+		msg = "the filesystem is read-only; the store's writes are refused, reads still work"
+	default:
+		return memgate.Wrap(op, err)
+	}
+	var e *memgate.Error
+	if errors.As(err, &e) && e.Op != "" {
+		op = e.Op
+	}
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err, Message: msg}
 }
 
 var errClosed = &memgate.Error{Code: memgate.CodeUnavailable, Message: "the store is closed"}
