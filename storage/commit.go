@@ -53,7 +53,7 @@ type committer struct {
 var mergeRetry = time.Second
 
 type writeOp struct {
-	fn  func(*txn) error
+	fn  func(*txn) error // nil: no write, an ask to merge (Store.askMerge)
 	err chan error // the write's result, or errLead
 }
 
@@ -140,8 +140,17 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 		}
 		return errs
 	}
+	if asksOnly(group) {
+		if c.s.mergeDue() {
+			c.merge()
+		}
+		return errs
+	}
 	err := c.update(func(t *txn) error {
 		for i, op := range group {
+			if op.fn == nil {
+				continue
+			}
 			errs[i] = op.fn(t)
 			if errs[i] != nil && !isRefusal(errs[i]) {
 				return errs[i]
@@ -156,16 +165,29 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 	default:
 		c.log.Warn("group commit failed; retrying its writes one by one", "writes", len(group), "error", err)
 		for i, op := range group {
-			errs[i] = c.update(op.fn)
+			if op.fn != nil {
+				errs[i] = c.update(op.fn)
+			}
 		}
 	}
-	if c.s.tail.Load().len() >= c.s.opts.MergeEvery {
+	if c.s.mergeDue() {
 		c.merge()
 	}
 	for i := range errs {
 		errs[i] = storeError("storage.commit", errs[i])
 	}
 	return errs
+}
+
+// asksOnly reports whether group holds no write, only asks to merge (a
+// writeOp without fn: see Store.askMerge).
+func asksOnly(group []*writeOp) bool {
+	for _, op := range group {
+		if op.fn != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // merge merges the tail and reports whether it succeeded. A merge that

@@ -65,6 +65,14 @@ type Options struct {
 	// MergeEvery is how many documents the in-memory tail of the index
 	// gathers before it is merged into the postings on disk; 0 means 4096.
 	MergeEvery int
+	// MergeBytes bounds the memory (estimated) that the tail holds: past
+	// it, the tail is merged whatever its number of documents; 0 means
+	// DefaultMergeBytes.
+	MergeBytes int64
+	// TailBudget, when set, bounds the memory of the tails of every store
+	// that shares it (see TailBudget); tenants.Pool gives one to all its
+	// stores.
+	TailBudget *TailBudget
 	// Encryption, when set, encrypts a new store and is needed to open an
 	// encrypted one; nil means a plain store. Opening a store in the other
 	// mode fails with ErrEncrypted or ErrNotEncrypted.
@@ -84,6 +92,8 @@ type Store struct {
 	write *committer
 	tail  atomic.Pointer[tail]
 
+	mergeAsked atomic.Bool // a merge asked by the tail budget is on its way
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -98,6 +108,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if opts.MergeEvery <= 0 {
 		opts.MergeEvery = 4096
+	}
+	if opts.MergeBytes <= 0 {
+		opts.MergeBytes = DefaultMergeBytes
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 100 * time.Millisecond
@@ -146,7 +159,41 @@ func Open(path string, opts Options) (*Store, error) {
 			"op", op, "error", err)
 		s.write.mergeFailed(err)
 	}
+	opts.TailBudget.join(s)
 	return s, nil
+}
+
+// mergeDue reports whether the tail is to be merged now: it holds
+// MergeEvery documents or MergeBytes, or the tails sharing its budget hold
+// more than the budget and this one more than its share. When they do and
+// this tail is within its share, the largest tail's store is asked to merge.
+func (s *Store) mergeDue() bool {
+	tl := s.tail.Load()
+	n := tl.bytes.Load()
+	if tl.len() >= s.opts.MergeEvery || n >= s.opts.MergeBytes {
+		return true
+	}
+	share, largest, over := s.opts.TailBudget.over()
+	switch {
+	case !over:
+		return false
+	case n > share || largest == s:
+		return true
+	}
+	largest.askMerge()
+	return false
+}
+
+// askMerge has the committer merge the tail if it is due, without a write:
+// the tail budget asks it of a store whose tail holds more than its share.
+func (s *Store) askMerge() {
+	if !s.mergeAsked.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.mergeAsked.Store(false)
+		s.write.do(nil)
+	}()
 }
 
 // openFile opens and locks the file at path. A rekey replaces the file
@@ -277,6 +324,8 @@ func (s *Store) Close() error {
 				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)
 			}
 		}
+		s.opts.TailBudget.leave(s)
+		s.tail.Load().release()
 		s.closeErr = s.db.Close()
 	})
 	return s.closeErr
@@ -352,7 +401,7 @@ func (s *Store) loadTail() error {
 	const op = "storage.Open"
 	err := s.db.View(func(tx *bolt.Tx) error {
 		merged := getU64(tx.Bucket(bucketMeta), metaMerged)
-		tl := newTail(merged)
+		tl := newTail(merged, s.opts.TailBudget)
 		var change tailChange
 		c := tx.Bucket(bucketDocs).Cursor()
 		for k, v := c.Seek(u64(merged + 1)); k != nil; k, v = c.Next() {

@@ -78,6 +78,10 @@ func NewPool(opts Options) (*Pool, error) {
 	if opts.MaxStores <= 0 {
 		opts.MaxStores = DefaultMaxStores
 	}
+	if opts.Store.TailBudget == nil {
+		// One budget for the index tails of every store the pool opens.
+		opts.Store.TailBudget = storage.NewTailBudget(storage.DefaultTailBudget)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
