@@ -54,7 +54,7 @@ var mergeRetry = time.Second
 
 type writeOp struct {
 	fn  func(*txn) error // nil: no write, an ask to merge (Store.askMerge)
-	err chan error // the write's result, or errLead
+	err chan error       // the write's result, or errLead
 }
 
 // errLead tells a queued write that it now leads.
