@@ -174,7 +174,7 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 		c.merge()
 	}
 	for i := range errs {
-		errs[i] = storeError("storage.commit", errs[i])
+		errs[i] = StoreError("storage.commit", errs[i])
 	}
 	return errs
 }
@@ -205,12 +205,12 @@ func (c *committer) merge() bool {
 }
 
 // mergeFailed refuses writes until a merge succeeds, with the condition of
-// the disk when err names one (storeError), else errUnmerged.
+// the disk when err names one (StoreError), else errUnmerged.
 func (c *committer) mergeFailed(err error) {
 	c.unmerged = true
 	c.retryAt = time.Now().Add(mergeRetry)
 	c.refusal = errUnmerged
-	if e := storeError("storage.merge", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
+	if e := StoreError("storage.merge", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
 		c.refusal = e
 	}
 }

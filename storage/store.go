@@ -124,7 +124,7 @@ func Open(path string, opts Options) (*Store, error) {
 		now = time.Now
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, storeError(op, err)
+		return nil, StoreError(op, err)
 	}
 	db, err := openFile(path, opts)
 	switch {
@@ -135,7 +135,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
 			Message: "the store cannot be opened: permission denied"}
 	case err != nil:
-		return nil, storeError(op, err)
+		return nil, StoreError(op, err)
 	}
 	// bbolt grows a file past 16 MiB by 16 MiB at a time; smaller steps keep
 	// the file near its data at the price of a few more (rare) grows.
@@ -143,7 +143,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
 	if err := s.init(); err != nil {
 		db.Close()
-		return nil, storeError(op, err)
+		return nil, StoreError(op, err)
 	}
 	if err := s.loadTail(); err != nil {
 		db.Close()
@@ -217,7 +217,7 @@ func openFile(path string, opts Options) (*bolt.DB, error) {
 		db, err := bolt.Open(path, 0o600, bo)
 		if errors.Is(err, syscall.EROFS) && statErr == nil {
 			// A store on a read-only filesystem still answers reads; its
-			// writes fail with the filesystem's condition (storeError).
+			// writes fail with the filesystem's condition (StoreError).
 			bo.ReadOnly = true
 			db, err = bolt.Open(path, 0o600, bo)
 		}
@@ -353,23 +353,24 @@ func addU64(b *bolt.Bucket, key []byte, delta int64) error {
 	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
 }
 
-// storeError is the one place a failure of the file becomes the error a
-// caller sees. A full disk and a read-only filesystem are conditions of the
+// StoreError is the one place a failure of a store's file (or of its
+// folder) becomes the error a caller sees. A full disk and a read-only filesystem are conditions of the
 // store, not faults of memgate: unavailable, with a message that names the
 // condition and says what still works. Anything else is as memgate.Wrap
-// makes it. Every write path (the committer, merges, Open) goes through it.
-func storeError(op string, err error) error {
+// makes it. Every write path (the committer, merges, Open, backups) goes
+// through it; op names the operation for an error that has none.
+func StoreError(op string, err error) error {
 	if err == nil || memgate.ErrorCode(err) != memgate.CodeInternal {
 		return err
 	}
 	var msg string
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
-		msg = "the disk is full; the store's writes are refused until space is freed, reads still work"
+		msg = "the disk is full; writes fail until space is freed (reads still work)"
 	case errors.Is(err, syscall.EDQUOT):
-		msg = "the disk quota is exhausted; the store's writes are refused until space is freed, reads still work"
+		msg = "the disk quota is exhausted; writes fail until space is freed (reads still work)"
 	case errors.Is(err, syscall.EROFS), errors.Is(err, berrors.ErrDatabaseReadOnly):
-		msg = "the filesystem is read-only; the store's writes are refused, reads still work"
+		msg = "the filesystem is read-only; writes fail until it is writable again (reads still work)"
 	default:
 		return memgate.Wrap(op, err)
 	}

@@ -222,7 +222,7 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	const op = "tenants.open"
 	name := string(ns)
 	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, memgate.Internal(op, err)
+		return nil, storage.StoreError(op, err) // a full disk or a read-only filesystem is unavailable
 	}
 	// The folder and the file must be what they seem, not links that lead
 	// out of the stores folder.
