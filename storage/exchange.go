@@ -444,7 +444,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 	const op = "storage.Backup"
 	f, err := os.CreateTemp(filepath.Dir(path), ".memgate-backup-*")
 	if err != nil {
-		return 0, memgate.Internal(op, err)
+		return 0, StoreError(op, err)
 	}
 	defer os.Remove(f.Name())
 	n, err := s.Backup(ctx, f)
@@ -458,7 +458,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		return 0, memgate.AsError(op, err)
+		return 0, StoreError(op, err)
 	}
 	return n, nil
 }
