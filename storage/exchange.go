@@ -29,6 +29,37 @@ const ExportFormat = 1
 // cursor of the next page ("" at the end). The first page starts with the
 // header line, so the pages of one export concatenate into one valid file.
 func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error) {
+	bw := bufio.NewWriter(w)
+	var werr error
+	n, next, err := s.ExportLines(ctx, cursor, limit, func(line []byte) bool {
+		if werr == nil {
+			_, werr = bw.Write(line)
+		}
+		return werr == nil
+	})
+	if err == nil {
+		err = werr
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return 0, "", memgate.AsError("storage.Export", err)
+	}
+	return n, next, nil
+}
+
+// ExportLines is Export line by line: it hands take each line (its newline
+// included) — the header line first on the first page — and take reports
+// whether the line still fits in the page. A memory line that does not fit
+// ends the page before it, with a cursor that starts the next page at it;
+// the header and the first memory of a page are always taken.
+//
+// The lines follow the order of writes: a memory replaced while an export
+// goes on page by page moves past the cursor and comes again, at its newest
+// version, on a later page (Import keeps the newest of the lines of one id),
+// so the pages restore a state no older than the first page.
+func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error) {
 	const op = "storage.Export"
 	if limit < 0 {
 		return 0, "", memgate.Invalid("limit", "limit must not be negative")
@@ -43,13 +74,14 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 	if err := cancelled(ctx); err != nil {
 		return 0, "", err
 	}
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if after == nil {
 		if err := enc.Encode(map[string]int{"memgate_export": ExportFormat}); err != nil {
 			return 0, "", memgate.Internal(op, err)
 		}
+		take(buf.Bytes())
 	}
 	count, next := 0, ""
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -61,28 +93,31 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 					return err
 				}
 			}
+			doc := binary.BigEndian.Uint64(k)
 			if limit > 0 && count == limit {
-				next = encodeCursor(cursorExport, u64(binary.BigEndian.Uint64(k)-1))
+				next = encodeCursor(cursorExport, u64(doc-1))
 				return nil
 			}
 			r, err := s.decodeRecord(k, v)
 			if err != nil {
 				return err
 			}
-			m, err := r.memory(binary.BigEndian.Uint64(k))
+			m, err := r.memory(doc)
 			if err != nil {
 				return err
 			}
+			buf.Reset()
 			if err := enc.Encode(m); err != nil {
 				return err
+			}
+			if !take(buf.Bytes()) && count > 0 {
+				next = encodeCursor(cursorExport, u64(doc-1))
+				return nil
 			}
 			count++
 		}
 		return nil
 	})
-	if err == nil {
-		err = bw.Flush()
-	}
 	if err != nil {
 		return 0, "", memgate.AsError(op, err)
 	}
