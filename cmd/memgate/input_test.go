@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,4 +43,60 @@ func TestMaxResponseBytesFlag(t *testing.T) {
 		t.Fatalf("the refusal does not say the smallest bound: %q", r.stderr)
 	}
 	mg(t, env{}, "", args(dd, "stats", "--max-memory-bytes", big, "--max-response-bytes", strconv.Itoa(memgate.MinResponseBytes(1<<20)))...).ok(t)
+}
+
+// memgate export pages through answers that end early at the bound, and
+// still writes every memory once.
+func TestExportCommandFollowsShortPages(t *testing.T) {
+	dd := store(t)
+	bound := strconv.Itoa(memgate.MinResponseBytes(1024))
+	flags := []string{"--max-memory-bytes", "1024", "--max-response-bytes", bound}
+	var lines strings.Builder
+	for i := range 100 {
+		text, _ := json.Marshal(strings.Repeat("\x01", 1000))
+		fmt.Fprintf(&lines, `{"id":"m%d","text":%s}`+"\n", i, text)
+	}
+	if rep := mg(t, env{}, lines.String(), args(dd, append([]string{"import", "-"}, flags...)...)...).ok(t); rep["imported"] != float64(100) {
+		t.Fatalf("import: %v", rep)
+	}
+	// One page of export holds fewer than 100 such lines under this bound.
+	page := mg(t, env{}, `{"limit":1000}`, args(dd, append([]string{"invoke", "export"}, flags...)...)...).ok(t)
+	if n := page["count"].(float64); n >= 100 || n < 1 || page["next_cursor"] == nil {
+		t.Fatalf("one export page under the bound: %v", page)
+	}
+	out := mg(t, env{}, "", args(dd, append([]string{"export"}, flags...)...)...)
+	if out.code != 0 {
+		t.Fatalf("export: %d %s", out.code, out.stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(out.stdout, "\n"), "\n")
+	if len(got) != 101 || got[0] != `{"memgate_export":1}` {
+		t.Fatalf("export wrote %d lines", len(got))
+	}
+	seen := map[string]bool{}
+	for _, l := range got[1:] {
+		var m struct{ ID string }
+		if err := json.Unmarshal([]byte(l), &m); err != nil || seen[m.ID] {
+			t.Fatalf("line %q: %v (seen %v)", l[:40], err, seen[m.ID])
+		}
+		seen[m.ID] = true
+	}
+}
+
+// memgate import stops at a memory.jsonl entity that breaks a rule, naming
+// its line and field, and stores nothing of that batch.
+func TestImportCommandRefusesWhatItCannotKeep(t *testing.T) {
+	dd := store(t)
+	for _, tc := range []struct{ in, want string }{
+		{`{"type":"entity","name":"a","entityType":"t","observations":["ok"]}` + "\n" +
+			`{"type":"entity","name":"b","entityType":"t","observations":["` + strings.Repeat("x", 11) + `"]}`, "line 2"},
+		{`{"text":"a","created_at":"0001-01-01T00:00:00Z"}`, "line 1"},
+		{`{"text":"a","TEXT":"b"}`, "line 1"},
+		{`{"text":"a","metadata":{"k":1,"k":2}}`, "line 1"},
+	} {
+		r := mg(t, env{}, tc.in, args(dd, "import", "-", "--max-memory-bytes", "10")...)
+		r.fails(t, 1, tc.want)
+	}
+	if n := mg(t, env{}, "", args(dd, "stats")...).ok(t)["count"]; n != float64(0) {
+		t.Fatalf("the refused imports stored %v memories", n)
+	}
 }
