@@ -200,6 +200,11 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err != nil {
 				return err
 			}
+			// The first memory joins the page whatever Take says.
+			if n := len(page.Memories); q.Take != nil && !q.Take(n, m) && n > 0 {
+				page.NextCursor = encodeCursor(order, lastPos)
+				return nil
+			}
 			page.Memories = append(page.Memories, m)
 			lastPos = append(lastPos[:0], k...)
 		}
