@@ -431,15 +431,20 @@ func TestEncryptedStoreAnswersAsPlain(t *testing.T) {
 // opens.
 func FuzzOpenSealed(f *testing.F) {
 	master := bytes.Repeat([]byte{7}, 32)
-	s, err := newEncSealer(master)
+	s, err := newEncSealer(master, bytes.Repeat([]byte{2}, saltSize))
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(s.seal(bucketDocs, []byte("k"), []byte("value")), encodeKDF(testKDF, bytes.Repeat([]byte{1}, saltSize)))
+	salt := bytes.Repeat([]byte{1}, saltSize)
+	f.Add(s.seal(bucketDocs, []byte("k"), []byte("value")), encodeKDF(kdfRecord{format: kdfLegacy, params: testKDF, salt: salt}))
+	f.Add([]byte{}, encodeKDF(kdfRecord{format: kdfFormat, params: testKDF, salt: salt, storeSalt: salt}))
 	f.Add([]byte{}, []byte{1, 1, 1})
 	f.Fuzz(func(t *testing.T, sealed, kdf []byte) {
-		if p, salt, err := decodeKDF(kdf); err == nil && (!p.valid() || len(salt) < saltSize) {
-			t.Fatalf("decodeKDF accepted %v %x", p, salt)
+		if r, err := decodeKDF(kdf); err == nil {
+			if !r.params.valid() || len(r.salt) < saltSize || r.format == kdfFormat && len(r.storeSalt) < saltSize ||
+				!bytes.Equal(encodeKDF(r), kdf) {
+				t.Fatalf("decodeKDF accepted %+v from %x", r, kdf)
+			}
 		}
 		plain, err := s.open(bucketDocs, []byte("k"), sealed)
 		if err == nil && !bytes.Equal(plain, []byte("value")) {
@@ -505,5 +510,111 @@ func TestOneEncryptionManyStores(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d distinct id keys in %d stores", len(seen), n)
+	}
+}
+
+// rawGet returns a copy of the raw value of key in bucket of the closed
+// file at path; nil when it is absent.
+func rawGet(t *testing.T, path string, bucket, key []byte) []byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v []byte
+	db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucket); b != nil {
+			v = bytes.Clone(b.Get(key))
+		}
+		return nil
+	})
+	return v
+}
+
+// rawPut sets (or, with v nil, deletes) key in bucket of the closed file.
+func rawPut(t *testing.T, path string, bucket, key, v []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if v == nil {
+			return b.Delete(key)
+		}
+		return b.Put(key, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store that holds data but lost a record of its layout or its keys is
+// refused, and the open writes nothing: putting the record back makes it
+// whole again.
+func TestOpenNeverRewritesTheKeysOfAStoreWithData(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		key     []byte
+		enc     bool
+		message string
+	}{
+		{"encrypted store without its schema", metaSchema, true, "encryption record is missing"},
+		{"encrypted store without its KDF record", metaKDF, true, "encryption record is missing"},
+		{"encrypted store without its key check", metaKeyCheck, true, "encryption record is missing"},
+		{"plain store without its schema", metaSchema, false, "schema record is missing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			opts := Options{NoSync: true}
+			if c.enc {
+				opts.Encryption = encryption(t, "a passphrase that must keep working")
+			}
+			s, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(t, s, memgate.Write{ID: "a", Text: "alpha"})
+			s.Close()
+			saved := rawGet(t, path, bucketMeta, c.key)
+			if saved == nil {
+				t.Fatal("the record is not there to remove")
+			}
+			rawPut(t, path, bucketMeta, c.key, nil)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range []*Encryption{opts.Encryption, nil, encryption(t, "another passphrase")} {
+				s, err = Open(path, Options{NoSync: true, Encryption: e})
+				if err == nil {
+					s.Close()
+					t.Fatal("opened")
+				}
+				if memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), c.message) {
+					t.Fatalf("err = %v (code %s), want unavailable %q", err, memgate.ErrorCode(err), c.message)
+				}
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Fatal("a refused open changed the file")
+			}
+			rawPut(t, path, bucketMeta, c.key, saved)
+			s, err = Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if m, err := s.Get(ctx, "a"); err != nil || m.Text != "alpha" {
+				t.Fatalf("get = %q, %v", m.Text, err)
+			}
+		})
 	}
 }

@@ -307,7 +307,7 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 				skipped++
 				continue
 			}
-			doc, err := t.docs.NextSequence()
+			doc, err := t.nextDoc()
 			if err != nil {
 				return err
 			}

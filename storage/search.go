@@ -121,11 +121,19 @@ func queryTerms(text string) []string {
 // map.
 func (s *Store) rank(v *view, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
-	n := int(getU64(meta, metaCount))
+	count, err := s.counter(meta, metaCount)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := s.counter(meta, metaTotalLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int(count)
 	if n == 0 {
 		return nil, 0, nil
 	}
-	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
+	avgLen := float64(total) / float64(n)
 	lists := make([][]posting, 0, len(terms))
 	idf := make([]float64, 0, len(terms))
 	defer func() {
