@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/crypto/argon2"
@@ -252,12 +253,19 @@ func (e *Encryption) master(p KDFParams, salt []byte) []byte {
 		e.masters[id] = m
 	}
 	e.mu.Unlock()
-	m.once.Do(func() {
-		kdfSlots <- struct{}{}
-		m.key = argon2.IDKey(e.passphrase, salt, p.Time, p.Memory, p.Threads, 32)
-		<-kdfSlots
-	})
+	m.once.Do(func() { m.key = e.argon2(p, salt) })
 	return m.key
+}
+
+// argonRuns counts derivations, for tests.
+var argonRuns atomic.Int64
+
+// argon2 derives a master key, in one of kdfSlots.
+func (e *Encryption) argon2(p KDFParams, salt []byte) []byte {
+	kdfSlots <- struct{}{}
+	defer func() { <-kdfSlots }()
+	argonRuns.Add(1)
+	return argon2.IDKey(e.passphrase, salt, p.Time, p.Memory, p.Threads, 32)
 }
 
 // sealer returns the sealer of the store whose KDF record is rec.
@@ -274,9 +282,7 @@ func (e *Encryption) sealer(rec []byte) (*encSealer, error) {
 	}
 	if r.format == kdfLegacy {
 		// One derivation per store: its master key is its own.
-		kdfSlots <- struct{}{}
-		master := argon2.IDKey(e.passphrase, r.salt, r.params.Time, r.params.Memory, r.params.Threads, 32)
-		<-kdfSlots
+		master := e.argon2(r.params, r.salt)
 		s, err = newEncSealer(master, nil)
 		clear(master)
 	} else {
