@@ -293,6 +293,28 @@ func TestTamperedValuesAreErrorsNotData(t *testing.T) {
 				_, err := s.Search(ctx, memgate.Query{Tags: []string{"t"}})
 				return err
 			}},
+		{"a creation value moved to another creation key fails the created order", bucketCreated, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error {
+				k2, _ := b.Cursor().Last()
+				return b.Put(bytes.Clone(k2), v)
+			},
+			func(s *Store) error {
+				_, err := s.List(ctx, memgate.ListQuery{Order: memgate.OrderCreatedDesc, Limit: 100})
+				return err
+			}},
+		{"an id's document number moved to another id fails get", bucketIDs, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error {
+				k2, _ := b.Cursor().Last()
+				return b.Put(bytes.Clone(k2), v)
+			},
+			func(s *Store) error {
+				for i := range 20 {
+					if _, err := s.Get(ctx, fmt.Sprint("m", i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
 		{"a cut creation value fails the created order", bucketCreated, func(k []byte) bool { return true },
 			func(b *bolt.Bucket, k, v []byte) error { return b.Put(k, v[:10]) },
 			func(s *Store) error {
