@@ -76,7 +76,10 @@ type StaticOptions struct {
 	// AllScopes are the scopes of MEMGATE_TOKEN and of a file entry that
 	// lists none: the read and the write scope.
 	AllScopes []string
-	Logger    *slog.Logger
+	// ReloadEvery is how often the tokens file is checked for a change; 0
+	// means once a second.
+	ReloadEvery time.Duration
+	Logger      *slog.Logger
 }
 
 // NewStaticTokens checks the token and reads the tokens file.
@@ -84,6 +87,9 @@ func NewStaticTokens(o StaticOptions) (*StaticTokens, error) {
 	s := &StaticTokens{path: o.File, all: slices.Clone(o.AllScopes), log: o.Logger, reloadGap: tokensReloadEvery}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if o.ReloadEvery > 0 {
+		s.reloadGap = o.ReloadEvery
 	}
 	if o.Token != "" {
 		if err := CheckStaticToken(o.Token); err != nil {

@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/tenants"
 )
@@ -851,5 +856,79 @@ func TestGatewayClosesAConnectionPastItsLifetime(t *testing.T) {
 	}
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Fatalf("the old connection stayed open: %v", err)
+	}
+}
+
+// TestGatewayAuthorizesEveryRequestWithItsOwnToken: a session binds its
+// subject, not the rights of the token that opened it. Another token of the
+// same subject gets its own rights on that session, and a token revoked in
+// the tokens file loses the session at once.
+func TestGatewayAuthorizesEveryRequestWithItsOwnToken(t *testing.T) {
+	const tokenA, tokenB = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
+	file := filepath.Join(t.TempDir(), "tokens.jsonl")
+	line := func(token, ns string, scopes string) string {
+		sum := sha256.Sum256([]byte(token))
+		return fmt.Sprintf(`{"sha256":%q,"subject":"carol","namespaces":[%q],"scopes":%s}`, hex.EncodeToString(sum[:]), ns, scopes)
+	}
+	write := func(lines ...string) {
+		if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(line(tokenA, "x", `["memory:read","memory:write"]`), line(tokenB, "y", `["memory:read"]`))
+	static, err := auth.NewStaticTokens(auth.StaticOptions{File: file, ReloadEvery: time.Nanosecond,
+		AllScopes: []string{"memory:read", "memory:write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, err := auth.New(auth.Options{Static: static, ReadScope: "memory:read", WriteScope: "memory:write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &tenants.Resolver{Strategy: tenants.Token, AllowArg: true}
+	g := startGateway(t, server.GatewayOptions{Auth: authn},
+		server.Options{Resolve: r.Resolve, NamespaceArg: true, WriteScope: "memory:write"})
+	a := map[string]string{"Authorization": "Bearer " + tokenA}
+	b := map[string]string{"Authorization": "Bearer " + tokenB}
+
+	const v = "2025-11-25"
+	id := g.initialize(v, a)
+	if res, s := g.call(id, v, "remember", `{"text":"carol's plan","id":"plan"}`, a); s != 200 || res["created"] != true {
+		t.Fatalf("token A remembers in x: %d %v", s, res)
+	}
+	for _, c := range []struct{ tool, args, want string }{
+		{"remember", `{"text":"written with a read-only token"}`, "forbidden"},
+		{"forget", `{"id":"plan","namespace":"y"}`, "forbidden"},
+		{"get", `{"id":"plan","namespace":"x"}`, "forbidden"},
+		{"search", `{"query":"plan","namespace":"x"}`, "forbidden"},
+		{"stats", `{}`, ""},
+	} {
+		res, s := g.call(id, v, c.tool, c.args, b)
+		if s != 200 {
+			t.Fatalf("token B %s on A's session: HTTP %d", c.tool, s)
+		}
+		code := ""
+		if e, ok := res["error"].(map[string]any); ok {
+			code, _ = e["code"].(string)
+		}
+		if code != c.want {
+			t.Errorf("token B %s %s on A's session: code %q, want %q (%v)", c.tool, c.args, code, c.want, res)
+		}
+		if c.tool == "stats" && res["namespace"] != "y" {
+			t.Errorf("token B's stats on A's session name %v, want y", res["namespace"])
+		}
+	}
+	// Narrowed: A loses the write scope on its live session.
+	write(line(tokenA, "x", `["memory:read"]`), line(tokenB, "y", `["memory:read"]`))
+	if res, _ := g.call(id, v, "remember", `{"text":"after narrowing"}`, a); res["error"] == nil {
+		t.Fatalf("a narrowed token still writes: %v", res)
+	}
+	if res, s := g.call(id, v, "get", `{"id":"plan"}`, a); s != 200 || res["memory"] == nil {
+		t.Fatalf("a narrowed token lost its read: %d %v", s, res)
+	}
+	// Revoked: A's next request is refused.
+	write(line(tokenB, "y", `["memory:read"]`))
+	if _, s := g.call(id, v, "get", `{"id":"plan"}`, a); s != http.StatusUnauthorized {
+		t.Fatalf("a revoked token on its live session: HTTP %d, want 401", s)
 	}
 }

@@ -167,13 +167,17 @@ func (s *Server) resourceListing(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (_ *mcp.ListResourcesResult, err error) {
+func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (out *mcp.ListResourcesResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/list", "", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/list", "", ns, start, failed)
+		}
+	}()
 	var cur string
 	if req.Params != nil {
 		cur = req.Params.Cursor
@@ -229,13 +233,17 @@ func (s *Server) withStore(ctx context.Context, extra *mcp.RequestExtra, nsArg s
 	return ns, fn(st, ns)
 }
 
-func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (_ *mcp.ReadResourceResult, err error) {
+func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (out *mcp.ReadResourceResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/read", "memory", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/read", "memory", ns, start, failed)
+		}
+	}()
 	uri := req.Params.URI
 	ref, ok := parseMemoryURI(uri, s.opts.NamespaceArg)
 	if !ok {
@@ -270,13 +278,17 @@ func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}}, nil
 }
 
-func (s *Server) readStats(ctx context.Context, req *mcp.ReadResourceRequest) (_ *mcp.ReadResourceResult, err error) {
+func (s *Server) readStats(ctx context.Context, req *mcp.ReadResourceRequest) (out *mcp.ReadResourceResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/read", "stats", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/read", "stats", ns, start, failed)
+		}
+	}()
 	var r statsResult
 	ns, err = s.withStore(ctx, req.Extra, "", func(st Store, ns memgate.Namespace) error {
 		var err error

@@ -59,6 +59,9 @@ func newCommitter(s *Store, log *slog.Logger) *committer {
 // do runs fn in a write transaction and returns once it has committed.
 func (c *committer) do(fn func(*txn) error) error {
 	op := &writeOp{fn: fn, err: make(chan error, 1)}
+	if c.s.damaged.Load() {
+		return damagedError("storage.commit", nil)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -80,7 +83,9 @@ func (c *committer) do(fn func(*txn) error) error {
 }
 
 // lead commits the queue (which holds the leader's own write) and passes
-// the lead on.
+// the lead on. Whatever the commit does, every write of the group hears
+// back and the lead moves on: a panic becomes the group's error (see
+// protect), and the writes of a store found damaged fail at once.
 func (c *committer) lead() {
 	c.mu.Lock()
 	n := min(len(c.queue), maxGroup)
@@ -88,7 +93,7 @@ func (c *committer) lead() {
 	c.queue = append([]*writeOp(nil), c.queue[n:]...)
 	c.mu.Unlock()
 
-	errs := c.commit(group, make([]error, 0, len(group)))
+	errs := c.commitSafe(group)
 
 	// Pass the lead on before acknowledging, so the next commit starts
 	// while this group's writers wake up.
@@ -105,6 +110,24 @@ func (c *committer) lead() {
 	for i, op := range group {
 		op.err <- errs[i]
 	}
+}
+
+// commitSafe is commit that never panics: a panic outside the write
+// transactions (which guard themselves) fails the whole group, and the
+// writes of a store found damaged fail at once.
+func (c *committer) commitSafe(group []*writeOp) []error {
+	var errs []error
+	err := c.s.guard("storage.commit", func() error {
+		errs = c.commit(group, make([]error, 0, len(group)))
+		return nil
+	})
+	if err != nil {
+		errs = make([]error, len(group))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // close stops taking writes and waits until every accepted one is done.
@@ -174,7 +197,7 @@ func (c *committer) merge() bool {
 func (c *committer) update(fn func(*txn) error) error {
 	tl := c.s.tail.Load()
 	var applied *tailChange
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.s.writeTx("storage.commit", func(tx *bolt.Tx) error {
 		t := c.s.txn(tx)
 		if err := fn(t); err != nil {
 			return err

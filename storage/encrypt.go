@@ -98,7 +98,7 @@ var (
 	// would make every memory unreadable for good.
 	ErrRecordMissing = &memgate.Error{Code: memgate.CodeUnavailable,
 		Message: "the store's encryption record is missing; restore it from a backup"}
-	// ErrTampered is the cause of the internal error a read returns when a
+	// ErrTampered is in the chain of the damaged-store error a read returns when a
 	// sealed value fails its authentication: the file was damaged or altered.
 	ErrTampered = errors.New("storage: a sealed value failed authentication")
 	// errMisplaced is a record that authenticates but is not the one its

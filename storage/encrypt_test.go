@@ -347,8 +347,8 @@ func TestTamperedValuesAreErrorsNotData(t *testing.T) {
 			if !errors.Is(err, ErrTampered) {
 				t.Fatalf("err = %v, want ErrTampered", err)
 			}
-			if memgate.ErrorCode(err) != memgate.CodeInternal {
-				t.Fatalf("code = %s, want internal", memgate.ErrorCode(err))
+			if !errors.Is(err, ErrDamaged) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("err = %v, want unavailable: damaged", err)
 			}
 		})
 	}
@@ -720,8 +720,8 @@ func TestTamperedCountersAreErrorsNotAnswers(t *testing.T) {
 				defer s.Close()
 				err = c.read(s)
 			}
-			if !errors.Is(err, ErrTampered) || memgate.ErrorCode(err) != memgate.CodeInternal {
-				t.Fatalf("err = %v, want internal ErrTampered", err)
+			if !errors.Is(err, ErrTampered) || !errors.Is(err, ErrDamaged) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("err = %v, want unavailable: damaged, from ErrTampered", err)
 			}
 		})
 	}
@@ -753,8 +753,9 @@ func TestGetNeverAnswersWithAnotherMemory(t *testing.T) {
 	if !errors.Is(err, ErrTampered) {
 		t.Fatalf("get b = %q, %v; want ErrTampered", m.Text, err)
 	}
-	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "b", Text: "again"}); !errors.Is(err, ErrTampered) {
-		t.Fatalf("put b: %v; want ErrTampered", err)
+	// The store is marked damaged from then on: a write fails too.
+	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "b", Text: "again"}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("put b: %v; want ErrDamaged", err)
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 		}
 	}
 	count, next := 0, ""
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		t := s.txn(tx)
 		c := t.docs.Cursor()
 		for k, v := first(c, after, false); k != nil; k, v = c.Next() {
@@ -430,7 +430,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
 		return err

@@ -22,7 +22,7 @@ func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 		return memgate.Memory{}, err
 	}
 	var mem memgate.Memory
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		r, doc, err := s.txn(tx).lookup(id)
 		if err != nil {
 			return err
@@ -46,7 +46,7 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		return memgate.StoreStats{}, err
 	}
 	var st memgate.StoreStats
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		count, err := s.counter(meta, metaCount)
 		if err != nil {

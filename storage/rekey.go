@@ -143,7 +143,7 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 	var count int64
 	// One read transaction of the source: nobody else writes it (Rekey
 	// holds its lock and has stopped its committer).
-	err = src.db.View(func(stx *bolt.Tx) error {
+	err = src.readTx("storage.Rekey", func(stx *bolt.Tx) error {
 		smeta := stx.Bucket(bucketMeta)
 		n, err := src.counter(smeta, metaCount)
 		if err != nil {

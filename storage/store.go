@@ -90,6 +90,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	file    *os.File    // the file bbolt has open, to close under a wedged bbolt
+	damaged atomic.Bool // found damaged: every call fails (see guard)
 }
 
 // Open opens the store in the file at path, creating it (and its folder) if
@@ -117,8 +120,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, memgate.Internal(op, err)
 	}
-	db, err := openFile(path, opts)
+	db, file, err := openBolt(path, opts)
 	switch {
+	case isDamage(err):
+		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, &memgate.Error{Code: memgate.CodeStoreLocked, Op: op, Cause: err,
 			Message: "the store is in use by another memgate process; stop it or use another data folder"}
@@ -131,17 +136,17 @@ func Open(path string, opts Options) (*Store, error) {
 	// bbolt grows a file past 16 MiB by 16 MiB at a time; smaller steps keep
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
-	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
 	if err := s.init(); err != nil {
-		db.Close()
+		s.closeBolt()
 		return nil, err
 	}
 	if err := s.loadTail(); err != nil {
-		db.Close()
+		s.closeBolt()
 		return nil, err
 	}
 	if err := s.finishMerge(); err != nil {
-		db.Close()
+		s.closeBolt()
 		return nil, err
 	}
 	s.write = newCommitter(s, log)
@@ -153,7 +158,7 @@ func Open(path string, opts Options) (*Store, error) {
 // for that lock would then hold a file nobody sees any more, so after
 // taking the lock openFile checks that path is still the file it locked,
 // and opens it again if not.
-func openFile(path string, opts Options) (*bolt.DB, error) {
+func openFile(path string, opts Options, open func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
 	for attempt := 0; ; attempt++ {
 		before, statErr := os.Stat(path)
 		var size int64
@@ -165,6 +170,7 @@ func openFile(path string, opts Options) (*bolt.DB, error) {
 			NoSync:       opts.NoSync,
 			FreelistType: bolt.FreelistMapType,
 			MmapFlags:    mmapFlags(size),
+			OpenFile:     open,
 		})
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
@@ -188,7 +194,7 @@ func (s *Store) init() error {
 		schema, kdf, check []byte
 		empty              = true
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			schema = bytes.Clone(meta.Get(metaSchema))
 			kdf = bytes.Clone(meta.Get(metaKDF))
@@ -204,7 +210,7 @@ func (s *Store) init() error {
 	enc := s.opts.Encryption
 	switch {
 	case err != nil:
-		return memgate.Internal(op, err)
+		return memgate.Wrap(op, err)
 	case empty:
 		var (
 			sealed *encSealer
@@ -215,7 +221,7 @@ func (s *Store) init() error {
 				return memgate.AsError(op, err)
 			}
 		}
-		err = s.db.Update(func(tx *bolt.Tx) error {
+		err = s.writeTx(op, func(tx *bolt.Tx) error {
 			return createBuckets(tx, kdf, check, sealed)
 		})
 		if err != nil {
@@ -245,7 +251,7 @@ func (s *Store) init() error {
 		if err != nil {
 			return err
 		}
-		if err := s.db.View(func(tx *bolt.Tx) error { return checkSeq(tx, sealed) }); err != nil {
+		if err := s.readTx(op, func(tx *bolt.Tx) error { return checkSeq(tx, sealed) }); err != nil {
 			return memgate.Wrap(op, err)
 		}
 		s.seal = sealed
@@ -315,13 +321,13 @@ const closeMerge = 16
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.write.close()
-		if s.tail.Load().len() >= closeMerge && !s.write.unmerged {
+		if s.tail.Load().len() >= closeMerge && !s.write.unmerged && !s.damaged.Load() {
 			if err := s.merge(); err != nil {
 				// Not lost: the next open rebuilds the tail from the records.
 				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)
 			}
 		}
-		s.closeErr = s.db.Close()
+		s.closeErr = s.closeBolt()
 	})
 	return s.closeErr
 }
@@ -373,7 +379,7 @@ func (s *Store) String() string {
 // the store was closed while a merge was due.
 func (s *Store) loadTail() error {
 	const op = "storage.Open"
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
 		if err != nil {
 			return err
@@ -399,7 +405,7 @@ func (s *Store) loadTail() error {
 // finishMerge completes a merge the process did not finish.
 func (s *Store) finishMerge() error {
 	var unfinished bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx("storage.Open", func(tx *bolt.Tx) error {
 		unfinished = tx.Bucket(bucketMeta).Get(metaMerging) != nil
 		return nil
 	})
