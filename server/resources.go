@@ -218,14 +218,15 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 }
 
 // withStore resolves the namespace of a request that is not a tool call
-// (with namespace argument nsArg, "" for none), leases its store and runs
-// fn with it and the namespace.
+// (with namespace argument nsArg, "" for none), leases its store for
+// reading (these requests only read: none creates a store) and runs fn with
+// it and the namespace.
 func (s *Server) withStore(ctx context.Context, extra *mcp.RequestExtra, nsArg string, fn func(Store, memgate.Namespace) error) (memgate.Namespace, error) {
 	ns, err := s.resolve(principalOf(ctx, extra), nsArg)
 	if err != nil {
 		return "", err
 	}
-	st, release, err := s.opts.Lease(ctx, ns)
+	st, release, err := s.leaseRead(ctx, ns)
 	if err != nil {
 		return ns, err
 	}

@@ -151,6 +151,9 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 		}
 		w = memgate.Write{ID: m.ID, Text: m.Text, Title: m.Title, Tags: m.Tags, Metadata: m.Metadata,
 			IfVersion: cond, AllowEmpty: true}
+		if _, err := w.Normalize(max(s.opts.MaxTextBytes, len(w.Text))); err != nil {
+			return errBadRecord // it was valid when it was proposed
+		}
 		return nil
 	})
 	if err != nil {

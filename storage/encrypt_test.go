@@ -959,3 +959,10 @@ func TestOneDerivationServesEveryStore(t *testing.T) {
 	}
 	s.Close()
 }
+
+// getU64 reads a plaintext counter of b (a plain store's); 0 when it is
+// absent.
+func getU64(b *bolt.Bucket, key []byte) uint64 {
+	v, _ := plainSealer{}.openU64(key, b.Get(key))
+	return v
+}

@@ -3,10 +3,12 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -164,15 +166,26 @@ func openBolt(path string, opts Options) (*bolt.DB, *os.File, error) {
 		return err
 	})
 	if err != nil {
-		if isDamage(err) {
-			if db == nil && file != nil {
-				file.Close()
+		if isDamage(err) || unreadable(err) {
+			if file != nil {
+				file.Close() // bbolt closed it unless it panicked; twice is harmless
 			}
 			return nil, nil, damagedError("storage.Open", err)
 		}
 		return nil, nil, err
 	}
 	return db, file, nil
+}
+
+// unreadable reports whether err, an error of bolt.Open, is bbolt refusing
+// what it read ("file size too small", a page size it cannot use) rather
+// than the system failing it (a lock held, permission, no memory).
+func unreadable(err error) bool {
+	var (
+		errno syscall.Errno
+		path  *fs.PathError
+	)
+	return !errors.Is(err, berrors.ErrTimeout) && !errors.As(err, &errno) && !errors.As(err, &path)
 }
 
 // closeWait bounds how long closing a damaged store waits for bbolt: a

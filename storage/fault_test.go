@@ -1,9 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -180,4 +184,107 @@ func wantDamaged(t testing.TB, what string, err error) bool {
 		return false
 	}
 	return true
+}
+
+// A damaged store file, damaged in each way a disk or a person can damage
+// it, fails its own calls with unavailable (or, where the damage hid a
+// memory, not_found), never crashes the process, and leaves other stores
+// alone.
+func TestDamagedStoreFailsItsOwnCalls(t *testing.T) {
+	fixture := damageFixture(t)
+	const page = 4096
+	pages := len(fixture) / page
+	type damageCase struct {
+		name        string
+		file        []byte
+		wantDamaged bool // the damage is certain to be found
+	}
+	var cases []damageCase
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 8 {
+		b := bytes.Clone(fixture)
+		for range 4 << trial % 64 {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+		cases = append(cases, damageCase{name: fmt.Sprint("random flips, trial ", trial), file: b})
+	}
+	for _, n := range []int{1, 100, page + 100, 2 * page, 3 * page, len(fixture) / 2, len(fixture) - 1} {
+		cases = append(cases, damageCase{name: fmt.Sprint("cut to ", n, " bytes"), file: fixture[:n], wantDamaged: n < 2*page})
+	}
+	for p := range pages {
+		b := bytes.Clone(fixture)
+		clear(b[p*page : (p+1)*page])
+		cases = append(cases, damageCase{name: fmt.Sprint("page ", p, " zeroed"), file: b})
+	}
+	for p := range pages {
+		b := bytes.Clone(fixture)
+		for i := p * page; i < (p+1)*page; i++ {
+			b[i] = byte(rng.Uint32())
+		}
+		cases = append(cases, damageCase{name: fmt.Sprint("page ", p, " overwritten with noise"), file: b})
+	}
+	both := bytes.Clone(fixture)
+	clear(both[16:64])
+	clear(both[page+16 : page+64])
+	cases = append(cases, damageCase{name: "both meta pages corrupt", file: both, wantDamaged: true})
+	one := bytes.Clone(fixture)
+	one[page+20] ^= 0xff
+	cases = append(cases, damageCase{name: "one meta page corrupt", file: one})
+
+	found := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, c.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			errs := exerciseDamaged(t, path)
+			if c.wantDamaged && !errors.Is(errs[0], ErrDamaged) {
+				t.Errorf("Open: err = %v, want the damaged store's", errs[0])
+			}
+			for _, err := range errs {
+				if errors.Is(err, ErrDamaged) {
+					wantDamaged(t, "a damaged store's call", err)
+					found++
+					break
+				}
+			}
+		})
+	}
+	// Random damage may miss every page in use, but not across all cases.
+	if found < len(cases)/3 {
+		t.Errorf("damage found in %d of %d cases", found, len(cases))
+	}
+	s := openTest(t)
+	put(t, s, memgate.Write{ID: "healthy", Text: "another store is unaffected"})
+	if _, err := s.Get(context.Background(), "healthy"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A damaged store's file is closed when the store closes: the lock is
+// released, and a restored file opens in its place.
+func TestDamagedStoreReleasesItsFile(t *testing.T) {
+	fixture := damageFixture(t)
+	path := filepath.Join(t.TempDir(), FileName)
+	b := bytes.Clone(fixture)
+	clear(b[16:64])
+	clear(b[4096+16 : 4096+64])
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{NoSync: true}); !wantDamaged(t, "Open", err) {
+		return
+	}
+	if err := os.WriteFile(path, fixture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("Open of the restored file: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "m1"); err != nil {
+		t.Fatalf("Get from the restored file: %v", err)
+	}
 }

@@ -67,6 +67,7 @@ func (s *Store) merge() error {
 			return err
 		}
 	}
-	s.tail.Store(newTail(mark))
+	s.tail.Store(newTail(mark, s.opts.TailBudget))
+	tl.release()
 	return nil
 }
