@@ -49,9 +49,13 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 	var st memgate.StoreStats
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		st.Count = int64(getU64(meta, metaCount))
-		st.Bytes = int64(getU64(meta, metaBytes))
-		return nil
+		count, err := s.counter(meta, metaCount)
+		if err != nil {
+			return err
+		}
+		bytes, err := s.counter(meta, metaBytes)
+		st.Count, st.Bytes = int64(count), int64(bytes)
+		return err
 	})
 	if err != nil {
 		return st, memgate.Wrap(op, err)
@@ -195,6 +199,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			r, err := t.record(doc)
 			if err != nil {
 				return err
+			}
+			if created && string(createdKey(&r)) != string(k) {
+				return errMisplaced
 			}
 			m, err := r.memory(doc)
 			if err != nil {
