@@ -227,6 +227,13 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 			bo.ReadOnly = true
 			db, err = bolt.Open(path, 0o600, bo)
 		}
+		if err != nil && errors.Is(statErr, fs.ErrNotExist) && diskFull(err) {
+			// bbolt wrote part of a new file's first pages: left there,
+			// they would be a damaged store at the next open.
+			if fi, serr := os.Stat(path); serr == nil && fi.Size() < 4*int64(os.Getpagesize()) {
+				os.Remove(path)
+			}
+		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
 		}
@@ -357,6 +364,11 @@ func getU64(b *bolt.Bucket, key []byte) uint64 {
 // addU64 adds delta to a counter in b.
 func addU64(b *bolt.Bucket, key []byte, delta int64) error {
 	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
+}
+
+// diskFull reports whether err is a full disk or an exhausted quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // StoreError is the one place a failure of a store's file (or of its
