@@ -183,7 +183,7 @@ func (s *Store) mergeDue() bool {
 	case !over:
 		return false
 	case n > share || largest == s:
-		return true
+		return n > 0
 	}
 	largest.askMerge()
 	return false
