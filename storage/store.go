@@ -188,7 +188,7 @@ func (s *Store) mergeDue() bool {
 	case !over:
 		return false
 	case n > share || largest == s:
-		return true
+		return n > 0
 	}
 	largest.askMerge()
 	return false
@@ -231,6 +231,13 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 			// writes fail with the filesystem's condition (StoreError).
 			bo.ReadOnly = true
 			db, err = bolt.Open(path, 0o600, bo)
+		}
+		if err != nil && errors.Is(statErr, fs.ErrNotExist) && diskFull(err) {
+			// bbolt wrote part of a new file's first pages: left there,
+			// they would be a damaged store at the next open.
+			if fi, serr := os.Stat(path); serr == nil && fi.Size() < 4*int64(os.Getpagesize()) {
+				os.Remove(path)
+			}
 		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
@@ -420,6 +427,11 @@ func (s *Store) addCounter(meta *bolt.Bucket, key []byte, delta int64) error {
 		return err
 	}
 	return s.setCounter(meta, key, uint64(int64(v)+delta))
+}
+
+// diskFull reports whether err is a full disk or an exhausted quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // StoreError is the one place a failure of a store's file (or of its
