@@ -132,6 +132,10 @@ func Open(path string, opts Options) (*Store, error) {
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
 	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if err := s.checkFile(); err != nil {
+		s.closeBolt()
+		return nil, err
+	}
 	if err := s.init(); err != nil {
 		s.closeBolt()
 		return nil, err
@@ -189,6 +193,9 @@ func (s *Store) init() error {
 			schema = bytes.Clone(meta.Get(metaSchema))
 			kdf = bytes.Clone(meta.Get(metaKDF))
 			check = bytes.Clone(meta.Get(metaKeyCheck))
+		}
+		if k, _ := tx.Cursor().First(); schema == nil && k != nil {
+			return errBadRecord // buckets, but no schema: not a new store
 		}
 		return nil
 	})
