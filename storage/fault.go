@@ -231,7 +231,7 @@ func (s *Store) closeBolt() error {
 // happen later: memgate's own commits keep the tree whole.
 func checkPages(f *os.File, tx *bolt.Tx) error {
 	ps := tx.DB().Info().PageSize
-	c := &pageCheck{f: f, ps: ps, buf: make([]byte, pageHeader)}
+	c := &pageCheck{f: f, ps: ps}
 	var meta []byte
 	for id := range 2 {
 		m := make([]byte, metaSize)
@@ -288,7 +288,7 @@ type pageCheck struct {
 	ps   int
 	hwm  uint64
 	seen []uint64 // a bit per page
-	buf  []byte
+	bufs [][]byte // a page buffer per depth
 }
 
 func (c *pageCheck) mark(id uint64) bool {
@@ -301,16 +301,20 @@ func (c *pageCheck) mark(id uint64) bool {
 }
 
 // read returns page id and its overflow pages, checking that they lie
-// below the high-water mark and are reached once.
+// below the high-water mark and are reached once. The bytes are valid
+// until the next read at the same depth.
 func (c *pageCheck) read(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= c.hwm || depth > maxDepth {
 		return nil, fmt.Errorf("%w: page %d is out of range", ErrDamaged, id)
 	}
-	hdr := c.buf[:pageHeader]
-	if _, err := c.f.ReadAt(hdr, int64(id)*int64(c.ps)); err != nil {
+	for len(c.bufs) <= depth {
+		c.bufs = append(c.bufs, make([]byte, c.ps))
+	}
+	p := c.bufs[depth][:c.ps]
+	if _, err := c.f.ReadAt(p, int64(id)*int64(c.ps)); err != nil {
 		return nil, fmt.Errorf("%w: page %d cannot be read: %w", ErrDamaged, id, err)
 	}
-	overflow := uint64(binary.NativeEndian.Uint32(hdr[12:]))
+	overflow := uint64(binary.NativeEndian.Uint32(p[12:]))
 	if id+overflow >= c.hwm {
 		return nil, fmt.Errorf("%w: page %d runs past the end of the data", ErrDamaged, id)
 	}
@@ -319,8 +323,16 @@ func (c *pageCheck) read(id uint64, depth int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: page %d is reached twice", ErrDamaged, i)
 		}
 	}
-	p := make([]byte, (overflow+1)*uint64(c.ps))
-	if _, err := c.f.ReadAt(p, int64(id)*int64(c.ps)); err != nil {
+	if overflow == 0 {
+		return p, nil
+	}
+	n := (overflow + 1) * uint64(c.ps)
+	if uint64(cap(p)) < n {
+		c.bufs[depth] = make([]byte, n)
+		copy(c.bufs[depth], p)
+	}
+	p = c.bufs[depth][:n]
+	if _, err := c.f.ReadAt(p[c.ps:], int64(id+1)*int64(c.ps)); err != nil {
 		return nil, fmt.Errorf("%w: page %d cannot be read: %w", ErrDamaged, id, err)
 	}
 	return p, nil
