@@ -217,7 +217,7 @@ func (s *Store) closeBolt() error {
 }
 
 // checkPages walks the page tree of the snapshot tx reads, from the file
-// itself (f, read with pread: no fault, whatever the pages hold), and
+// itself (f, mapped once more, or read with pread), and
 // returns ErrDamaged at the first page bbolt could not safely use: a page
 // id past the end of the data, a page reached twice (a cycle, or two owners
 // that a write would both rewrite), an element that points outside its
@@ -231,7 +231,7 @@ func (s *Store) closeBolt() error {
 // happen later: memgate's own commits keep the tree whole.
 func checkPages(f *os.File, tx *bolt.Tx) error {
 	ps := tx.DB().Info().PageSize
-	c := &pageCheck{f: f, ps: ps}
+	c := &pageCheck{ps: ps}
 	var meta []byte
 	for id := range 2 {
 		m := make([]byte, metaSize)
@@ -253,6 +253,9 @@ func checkPages(f *os.File, tx *bolt.Tx) error {
 	if c.hwm < 3 || c.hwm > uint64(fi.Size())/uint64(ps) {
 		return fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
 	}
+	data, unmap := mapPages(f, int64(c.hwm)*int64(ps))
+	defer unmap()
+	c.f, c.data = f, data
 	c.seen = make([]uint64, (c.hwm+63)/64)
 	c.mark(0)
 	c.mark(1)
@@ -285,6 +288,7 @@ const (
 
 type pageCheck struct {
 	f    *os.File
+	data []byte // f mapped, or nil: read with pread
 	ps   int
 	hwm  uint64
 	seen []uint64 // a bit per page
@@ -307,12 +311,18 @@ func (c *pageCheck) read(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= c.hwm || depth > maxDepth {
 		return nil, fmt.Errorf("%w: page %d is out of range", ErrDamaged, id)
 	}
-	for len(c.bufs) <= depth {
-		c.bufs = append(c.bufs, make([]byte, c.ps))
-	}
-	p := c.bufs[depth][:c.ps]
-	if _, err := c.f.ReadAt(p, int64(id)*int64(c.ps)); err != nil {
-		return nil, fmt.Errorf("%w: page %d cannot be read: %w", ErrDamaged, id, err)
+	off := int64(id) * int64(c.ps)
+	var p []byte
+	if c.data != nil {
+		p = c.data[off : off+int64(c.ps)]
+	} else {
+		for len(c.bufs) <= depth {
+			c.bufs = append(c.bufs, make([]byte, c.ps))
+		}
+		p = c.bufs[depth][:c.ps]
+		if _, err := c.f.ReadAt(p, off); err != nil {
+			return nil, fmt.Errorf("%w: page %d cannot be read: %w", ErrDamaged, id, err)
+		}
 	}
 	overflow := uint64(binary.NativeEndian.Uint32(p[12:]))
 	if id+overflow >= c.hwm {
@@ -325,6 +335,9 @@ func (c *pageCheck) read(id uint64, depth int) ([]byte, error) {
 	}
 	if overflow == 0 {
 		return p, nil
+	}
+	if c.data != nil {
+		return c.data[off : off+int64(overflow+1)*int64(c.ps)], nil
 	}
 	n := (overflow + 1) * uint64(c.ps)
 	if uint64(cap(p)) < n {
