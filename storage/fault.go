@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -153,20 +154,23 @@ func (s *Store) Damaged() bool { return s.damaged.Load() }
 // the lock; the map bbolt made of it cannot be reached, and stays.
 func openBolt(path string, opts Options) (*bolt.DB, *os.File, error) {
 	var (
-		db   *bolt.DB
-		file *os.File
+		db      *bolt.DB
+		file    *os.File
+		opening atomic.Bool // bbolt opens the file again for each backup
 	)
+	opening.Store(true)
 	err := protect("storage.Open", func() error {
 		var err error
 		db, err = openFile(path, opts, func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
-			if err == nil {
+			if err == nil && opening.Load() {
 				file = f
 			}
 			return f, err
 		})
 		return err
 	})
+	opening.Store(false)
 	if err != nil {
 		if isDamage(err) || unreadable(err) {
 			if file != nil {
