@@ -151,6 +151,10 @@ func Open(path string, opts Options) (*Store, error) {
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
 	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if err := s.checkFile(); err != nil {
+		s.closeBolt()
+		return nil, err
+	}
 	if err := s.init(); err != nil {
 		s.closeBolt()
 		return nil, StoreError(op, err)
