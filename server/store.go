@@ -48,6 +48,23 @@ type Store interface {
 // server calls exactly once, when the request that leased it ends.
 type Lease func(ctx context.Context, ns memgate.Namespace) (Store, func(), error)
 
+// leaseFor returns the lease of a call to tool t: one that may create the
+// store for a tool that writes, one that never does for the others.
+func (s *Server) leaseFor(t toolDef) Lease {
+	if t.write && t.tool.Name != ToolForget {
+		return s.opts.Lease
+	}
+	return s.leaseRead
+}
+
+// leaseRead is Options.LeaseRead, or Lease when there is none.
+func (s *Server) leaseRead(ctx context.Context, ns memgate.Namespace) (Store, func(), error) {
+	if s.opts.LeaseRead != nil {
+		return s.opts.LeaseRead(ctx, ns)
+	}
+	return s.opts.Lease(ctx, ns)
+}
+
 // LeaseOf adapts a lease function that returns a concrete store type, such as
 // (*tenants.Pool).Lease, to a Lease. A failed lease never yields a non-nil
 // interface holding a nil store.

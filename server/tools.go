@@ -100,7 +100,7 @@ func (s *Server) tools() []toolDef {
 
 // toolHandler wraps a tool in what every call shares: strict decoding,
 // namespace resolution, the write scope, the store lease, the error
-// envelope, recovery from a panic, and the log line.
+// envelope and the log line. A panic is the recovery's (Server.recovering).
 func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 	name := t.tool.Name
 	fields := t.fields
@@ -114,11 +114,9 @@ func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 			err error
 		)
 		defer func() {
-			if r := recover(); r != nil {
-				e := memgate.Internal("server."+name, fmt.Errorf("panic: %v", r))
-				res, rpcErr, err = errorResult(e), nil, e
+			if res != nil || rpcErr != nil { // neither: a panic, which the recovery logs
+				s.logCall(ctx, "tools/call", name, ns, start, err)
 			}
-			s.logCall(ctx, "tools/call", name, ns, start, err)
 		}()
 		ns, res, err = s.call(ctx, t, fields, req)
 		if protocol, ok := err.(*jsonrpc.Error); ok {
@@ -150,7 +148,7 @@ func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.
 	if err != nil {
 		return "", nil, err
 	}
-	st, release, err := s.opts.Lease(ctx, ns)
+	st, release, err := s.leaseFor(t)(ctx, ns)
 	if err != nil {
 		return ns, nil, err
 	}

@@ -83,7 +83,7 @@ func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take 
 		take(buf.Bytes())
 	}
 	count, next := 0, ""
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		t := s.txn(tx)
 		c := t.docs.Cursor()
 		for k, v := first(c, after, false); k != nil; k, v = c.Next() {
@@ -614,7 +614,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
 		return err
@@ -628,7 +628,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 	const op = "storage.Backup"
 	f, err := os.CreateTemp(filepath.Dir(path), ".memgate-backup-*")
 	if err != nil {
-		return 0, memgate.Internal(op, err)
+		return 0, StoreError(op, err)
 	}
 	defer os.Remove(f.Name())
 	n, err := s.Backup(ctx, f)
@@ -642,7 +642,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		return 0, memgate.AsError(op, err)
+		return 0, StoreError(op, err)
 	}
 	return n, nil
 }

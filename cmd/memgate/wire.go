@@ -86,6 +86,7 @@ func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server
 func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScope string) (*server.Server, error) {
 	srv, err := server.New(server.Options{
 		Lease:            server.LeaseOf(pool.Lease),
+		LeaseRead:        server.LeaseOf(pool.LeaseRead),
 		Resolve:          r.Resolve,
 		Logger:           a.log,
 		DisabledTools:    a.cfg.DisableTool,
