@@ -143,7 +143,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		w := newWalk(ctx)
 		narrowed := len(tags) > 0 || len(q.Filter) > 0
 		if narrowed && !created {
-			return s.listNewest(v, w, t, tags, q.Filter, after, limit, &page)
+			return s.listNewest(v, w, t, tags, q.Filter, after, limit, q.Take, &page)
 		}
 		var allowed narrowing
 		if narrowed {
@@ -152,7 +152,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 				return err
 			}
 			if allowed.set != nil && len(allowed.set) <= byRecord {
-				return s.listFew(t, allowed.set, desc, after, limit, &page)
+				return s.listFew(t, allowed.set, desc, after, limit, q.Take, &page)
 			}
 		}
 		b, order := t.docs, byte(cursorUpdated)
@@ -200,8 +200,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err != nil {
 				return err
 			}
-			// The first memory joins the page whatever Take says.
-			if n := len(page.Memories); q.Take != nil && !q.Take(n, m) && n > 0 {
+			if !fits(q.Take, &page, m) {
 				page.NextCursor = encodeCursor(order, lastPos)
 				return nil
 			}
@@ -214,6 +213,13 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		return memgate.Page{}, memgate.AsError(op, err)
 	}
 	return page, nil
+}
+
+// fits asks ListQuery.Take whether m joins page; the first memory of a page
+// always does.
+func fits(take func(int, memgate.Memory) bool, page *memgate.Page, m memgate.Memory) bool {
+	n := len(page.Memories)
+	return take == nil || take(n, m) || n == 0
 }
 
 // first positions c at the first key strictly after `after` in the walking
@@ -276,7 +282,7 @@ const (
 )
 
 // listNewest is a narrowed listing in update order.
-func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, false)
 	if err != nil {
 		return err
@@ -306,6 +312,10 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 		if err != nil {
 			return err
 		}
+		if !fits(take, page, m) {
+			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
+			return nil
+		}
 		page.Memories = append(page.Memories, m)
 		last, target = doc, doc-1
 	}
@@ -313,7 +323,7 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 
 // listFew is a narrowed listing in creation order of the few documents in
 // set.
-func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	type entry struct {
 		key []byte
 		rec record
@@ -352,6 +362,10 @@ func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, 
 		m, err := e.rec.memory(e.doc)
 		if err != nil {
 			return err
+		}
+		if !fits(take, page, m) {
+			page.NextCursor = encodeCursor(order, lastPos)
+			return nil
 		}
 		page.Memories = append(page.Memories, m)
 		lastPos = e.key
