@@ -114,12 +114,3 @@ func (noStore) ExportLines(_ context.Context, cursor string, _ int, take func(li
 	}
 	return 0, "", nil
 }
-
-// ExportLines is Export line by line: the header line on the first page.
-func (noStore) ExportLines(_ context.Context, cursor string, _ int, take func(line []byte) bool) (int, string, error) {
-	if cursor == "" {
-		b, _ := json.Marshal(map[string]int{"memgate_export": storage.ExportFormat})
-		take(append(b, '\n'))
-	}
-	return 0, "", nil
-}
