@@ -341,3 +341,37 @@ func answerText(t *testing.T, res any) string {
 	}
 	return r.Content[0].Text
 }
+
+// A resources/list page holds no texts: even of the largest names and
+// titles it stays under the smallest bound allowed.
+func TestResourcesListPageFitsTheSmallestBound(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		args, _ := json.Marshal(map[string]any{"text": "t", "id": fmt.Sprintf("%03d", i) + strings.Repeat("<", 253),
+			"title": strings.Repeat("\u2028", 256)})
+		if res, err := srv.Call(t.Context(), "remember", args); err != nil || res.IsError {
+			t.Fatalf("remember: %v", err)
+		}
+	}
+	r := newRawSession(t, srv)
+	res := r.request("resources/list", `{}`)
+	if res.Error != nil {
+		t.Fatal(res.Error)
+	}
+	var page struct {
+		Resources  []any  `json:"resources"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(res.Result, &page); err != nil || len(page.Resources) < 100 || page.NextCursor == "" {
+		t.Fatalf("resources/list: %d resources (%v)", len(page.Resources), err)
+	}
+	n, min := len(wireOf(t, res)), memgate.MinResponseBytes(1)
+	t.Logf("a resources/list page of the largest names: %d bytes", n)
+	if n > min {
+		t.Fatalf("a resources/list page of the largest names is %d bytes, over the smallest bound %d", n, min)
+	}
+}
