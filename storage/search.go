@@ -314,6 +314,9 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 				ps = l.chunk
 			}
 			for _, p := range ps[l.i:] {
+				if p.doc < lo || p.doc > hi {
+					return false, errBadRecord // a posting past the snapshot: a damaged list
+				}
 				acc[p.doc-lo] += r.score(i, p)
 			}
 			l.i = len(ps) - 1
