@@ -241,9 +241,14 @@ func findPages(t *testing.T, b []byte) bboltPages {
 	found.freelist = int(binary.NativeEndian.Uint64(b[found.metaOff+metaFreelist:]))
 	root := int(binary.NativeEndian.Uint64(b[found.metaOff+metaRoot:]))
 	found.leaf = root // the root bucket: a leaf of bucket elements
-	for id := 2; id < len(b)/ps; id++ {
-		if binary.NativeEndian.Uint16(b[id*ps+8:]) == branchPage && found.branch == 0 {
-			found.branch = id
+	page := b[root*ps:]
+	for i := range int(binary.NativeEndian.Uint16(page[10:])) {
+		off := pageHeader + i*elementSize
+		e := page[off:]
+		pos, ksize := int(binary.NativeEndian.Uint32(e[4:])), int(binary.NativeEndian.Uint32(e[8:]))
+		broot := int(binary.NativeEndian.Uint64(page[off+pos+ksize:]))
+		if broot != 0 && binary.NativeEndian.Uint16(b[broot*ps+8:]) == branchPage {
+			found.branch = broot // a bucket of more than one page: docs
 		}
 	}
 	if binary.NativeEndian.Uint16(b[root*ps+8:]) != leafPage || found.branch == 0 ||
