@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,22 @@ type Options struct {
 	// another process is never remembered (its wait is bounded already),
 	// and an open that panicked is remembered until the pool closes.
 	RetryOpenAfter time.Duration
+	// Project, when set, binds the store of its namespace to its folder:
+	// the store records the folder's path hash in ProjectFile when it is
+	// first opened, and a store that records another folder's is refused,
+	// by NewPool and by every open, with errProjectTaken.
+	Project *ProjectBinding
 }
+
+// ProjectFile is the file, in a project namespace's store folder, that
+// holds the hex SHA-256 of the absolute path of the folder it belongs to.
+const ProjectFile = "project"
+
+var errProjectTaken = &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "tenants.project",
+	Details: map[string]any{"field": "project-dir"},
+	Message: "this project's namespace already holds the store of another folder, whose name differs from " +
+		"this one's only in case, punctuation or past 55 bytes; rename one of the folders, or give this one " +
+		"a namespace of its own with --namespace-strategy fixed --namespace NAME"}
 
 // DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
 const DefaultRetryOpenAfter = time.Second
@@ -133,6 +149,12 @@ func NewPool(opts Options) (*Pool, error) {
 	if p.m, err = newPoolMetrics(meter, p.openCount); err != nil {
 		root.Close()
 		return nil, memgate.Internal(op, err)
+	}
+	if opts.Project != nil {
+		if err := p.checkProject(opts.Project.Namespace, false); err != nil {
+			root.Close()
+			return nil, err
+		}
 	}
 	if opts.IdleTimeout > 0 {
 		p.reaper.Go(p.reap)
@@ -326,7 +348,45 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}
 	// A failure goes back to the caller, which logs it once.
-	return openStore(filepath.Join(p.stores, file), p.opts.Store)
+	s, err := openStore(filepath.Join(p.stores, file), p.opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	// Checked once the store is open, and so locked: two processes whose
+	// folders share a namespace cannot both find the record missing.
+	if err := p.checkProject(ns, true); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkProject refuses the store of ns when it is the project's namespace
+// and its folder records another folder's path hash. When the record is
+// missing and write is set, it writes the project's.
+func (p *Pool) checkProject(ns memgate.Namespace, write bool) error {
+	const op = "tenants.project"
+	b := p.opts.Project
+	if b == nil || ns != b.Namespace {
+		return nil
+	}
+	name := filepath.Join(string(ns), ProjectFile)
+	data, err := p.root.ReadFile(name)
+	switch {
+	case err == nil:
+		if strings.TrimSpace(string(data)) != b.PathHash {
+			return errProjectTaken
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return memgate.Internal(op, err)
+	case !write:
+		return nil
+	}
+	if err := p.root.WriteFile(name, []byte(b.PathHash+"\n"), 0o600); err != nil {
+		return memgate.Internal(op, err)
+	}
+	return nil
 }
 
 // closeEntry closes a store that has left the LRU, then lets waiters for its
