@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ const (
 	DefaultMaxSessions       = 1024
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultMaxRequestBytes   = 1 << 20
+	DefaultMaxResponseBytes  = 4 << 20
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 90 * time.Second
 	DefaultRequestTimeout    = 60 * time.Second
@@ -69,6 +71,9 @@ type GatewayOptions struct {
 	SessionIdle time.Duration
 	// MaxRequestBytes bounds a request body (413 beyond it).
 	MaxRequestBytes int64
+	// MaxResponseBytes bounds the answers of one JSON-RPC batch together
+	// (--max-response-bytes); a batch whose answers pass it is refused.
+	MaxResponseBytes int64
 
 	// ReadHeaderTimeout bounds the time to read a request's header: the
 	// slot of a connection that sends none is freed after it.
@@ -190,7 +195,7 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	for path, h := range opts.Routes {
 		e.GET(path, echo.WrapHandler(h))
 	}
-	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.capSessions)
+	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
@@ -216,6 +221,9 @@ func (o GatewayOptions) withDefaults() GatewayOptions {
 	def(&o.MaxSessions, DefaultMaxSessions)
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	defd(&o.SessionIdle, DefaultSessionIdle)
 	defd(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
@@ -303,6 +311,9 @@ func (g *Gateway) serveMCP(c echo.Context) error {
 	if isStateless(r) {
 		g.stateless.ServeHTTP(c.Response(), r)
 		return nil
+	}
+	if msgs, ok := r.Context().Value(batchKey{}).([]json.RawMessage); ok {
+		return g.serveBatch(c, msgs)
 	}
 	g.sessions.ServeHTTP(c.Response(), r)
 	return nil

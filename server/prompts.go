@@ -145,6 +145,7 @@ func (s *Server) recallContext(ctx context.Context, req *mcp.GetPromptRequest, a
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error
 		r, err = st.Search(ctx, memgate.Query{Text: topic, Limit: limit})
+		r = fitHits(r, s.itemBudget()-len(topic)*6) // the bound on answers holds here too
 		return err
 	})
 	if err != nil {
@@ -195,6 +196,8 @@ func (s *Server) reviewMemories(ctx context.Context, req *mcp.GetPromptRequest, 
 		}
 		q.Tags = []string{tag}
 	}
+	it := newItems(s.itemBudget()) // the bound on answers holds here too
+	q.Take = func(i int, m memgate.Memory) bool { return it.take(i, m) }
 	var page memgate.Page
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error

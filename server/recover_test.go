@@ -34,6 +34,9 @@ func (panicStore) Delete(context.Context, string, *int64) error { panic(panicVal
 func (panicStore) Export(context.Context, io.Writer, string, int) (int, string, error) {
 	panic(panicValue)
 }
+func (panicStore) ExportLines(context.Context, string, int, func([]byte) bool) (int, string, error) {
+	panic(panicValue)
+}
 
 func panicLease(context.Context, memgate.Namespace) (server.Store, func(), error) {
 	return panicStore{}, func() {}, nil

@@ -67,6 +67,11 @@ type Options struct {
 	// MaxTextBytes bounds a memory's text (--max-memory-bytes); 0 means
 	// memgate.DefaultMaxTextBytes. It must match the stores' own bound.
 	MaxTextBytes int
+	// MaxResponseBytes bounds the JSON of one tool's answer
+	// (--max-response-bytes); 0 means memgate.DefaultMaxResponseBytes, or
+	// memgate.MinResponseBytes(MaxTextBytes) when that is larger. It must be
+	// at least memgate.MinResponseBytes(MaxTextBytes): a memory always fits.
+	MaxResponseBytes int
 	// AllowSecrets turns off the refusal of credentials in remember.
 	AllowSecrets bool
 	// WriteScope, when set, is the scope a principal needs for remember and
@@ -85,6 +90,7 @@ type Server struct {
 	log      *slog.Logger
 	resolve  Resolve
 	maxText  int
+	maxReply int
 	enabled  map[string]bool
 	handlers map[string]mcp.ToolHandler
 }
@@ -112,6 +118,10 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxTextBytes < 0 {
 		problems = append(problems, errors.New("server: Options.MaxTextBytes must not be negative"))
 	}
+	if opts.MaxResponseBytes < 0 || opts.MaxResponseBytes > 0 && opts.MaxResponseBytes < memgate.MinResponseBytes(opts.MaxTextBytes) {
+		problems = append(problems, fmt.Errorf("server: Options.MaxResponseBytes must be at least %d, what the largest memory takes in an answer",
+			memgate.MinResponseBytes(opts.MaxTextBytes)))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
@@ -126,6 +136,10 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.maxText == 0 {
 		s.maxText = memgate.DefaultMaxTextBytes
+	}
+	s.maxReply = opts.MaxResponseBytes
+	if s.maxReply == 0 {
+		s.maxReply = max(memgate.DefaultMaxResponseBytes, memgate.MinResponseBytes(s.maxText))
 	}
 	for _, name := range ToolNames {
 		off := opts.WriteMode == WriteReadOnly && (name == ToolRemember || name == ToolForget) ||

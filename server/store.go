@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 
 	"github.com/memgate/memgate"
 )
@@ -22,11 +21,13 @@ type Writer interface {
 	Delete(ctx context.Context, id string, ifVersion *int64) error
 }
 
-// Exporter writes up to limit memories as JSON Lines, starting after cursor,
-// and returns how many it wrote and the cursor of the next page ("" at the
-// end).
+// Exporter hands take up to limit memories as JSON Lines, starting after
+// cursor (the header line first on the first page), and returns how many it
+// handed and the cursor of the next page ("" at the end). A memory line for
+// which take returns false ends the page before it; the first is always
+// taken.
 type Exporter interface {
-	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
+	ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error)
 }
 
 // Proposer keeps writes as candidates awaiting a person's approval; the

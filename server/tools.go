@@ -264,14 +264,6 @@ func wireMemory(m memgate.Memory) memgate.Memory {
 	return m
 }
 
-func wireMemories(ms []memgate.Memory) []memgate.Memory {
-	out := make([]memgate.Memory, len(ms))
-	for i, m := range ms {
-		out[i] = wireMemory(m)
-	}
-	return out
-}
-
 // Argument rules shared by several tools.
 
 func required(name string) error { return memgate.Invalid(name, "%s is required", name) }
@@ -502,7 +494,7 @@ func (s *Server) parseSearch(a args) (op, error) {
 			hits[i] = h
 		}
 		r.Hits = hits
-		return successResult(r), nil
+		return successResult(fitHits(r, s.itemBudget())), nil
 	}, nil
 }
 
@@ -527,12 +519,19 @@ func (s *Server) parseList(a args) (op, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+		// The page ends early when the next memory would pass the bound
+		// on the answer; each memory is encoded once, as it is taken.
+		it := newItems(s.itemBudget())
+		q := q
+		q.Take = func(i int, m memgate.Memory) bool { return it.take(i, wireMemory(m)) }
 		p, err := st.List(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		p.Memories = wireMemories(p.Memories)
-		return successResult(p), nil
+		if len(it.enc) != len(p.Memories) {
+			return nil, memgate.Internal("server.list", errors.New("the page and the memories taken differ"))
+		}
+		return pageResult(it, p.NextCursor), nil
 	}, nil
 }
 
@@ -596,8 +595,24 @@ func (s *Server) parseExport(a args) (op, error) {
 		limit = DefaultExportLimit
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+		// The lines travel once, as one JSON string: the page ends early
+		// when the next line would pass the bound on the answer.
 		var buf bytes.Buffer
-		n, next, err := st.Export(ctx, &buf, c, limit)
+		left, header, taken := s.itemBudget(), c == "", 0
+		n, next, err := st.ExportLines(ctx, c, limit, func(line []byte) bool {
+			cost := escapedLen(line)
+			switch {
+			case header: // the first page's header line comes first
+				header = false
+			case taken > 0 && cost > left:
+				return false
+			default:
+				taken++
+			}
+			left -= cost
+			buf.Write(line)
+			return true
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -71,7 +71,7 @@ var (
 		Message: "the store is encrypted; open it with --encrypt and its passphrase"}
 	ErrNotEncrypted = &memgate.Error{Code: memgate.CodeUnavailable,
 		Message: "the store is not encrypted; open it without --encrypt"}
-	// ErrTampered is the cause of the internal error a read returns when a
+	// ErrTampered is in the chain of the damaged-store error a read returns when a
 	// sealed value fails its authentication: the file was damaged or altered.
 	ErrTampered = errors.New("storage: a sealed value failed authentication")
 )

@@ -324,8 +324,8 @@ func TestTamperedValuesAreErrorsNotData(t *testing.T) {
 			if !errors.Is(err, ErrTampered) {
 				t.Fatalf("err = %v, want ErrTampered", err)
 			}
-			if memgate.ErrorCode(err) != memgate.CodeInternal {
-				t.Fatalf("code = %s, want internal", memgate.ErrorCode(err))
+			if !errors.Is(err, ErrDamaged) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("err = %v, want unavailable: damaged", err)
 			}
 		})
 	}

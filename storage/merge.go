@@ -42,7 +42,7 @@ func (s *Store) merge() error {
 				return err
 			}
 		}
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.writeTx("storage.merge", func(tx *bolt.Tx) error {
 			t := s.txn(tx)
 			if start == 0 {
 				mark = t.docs.Sequence()
@@ -67,6 +67,7 @@ func (s *Store) merge() error {
 			return err
 		}
 	}
-	s.tail.Store(newTail(mark))
+	s.tail.Store(newTail(mark, s.opts.TailBudget))
+	tl.release()
 	return nil
 }

@@ -229,7 +229,7 @@ var errStaleTail = errors.New("storage: tail changed")
 func (s *Store) view(fn func(v *view) error) error {
 	for {
 		tl := s.tail.Load()
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.readTx("storage.view", func(tx *bolt.Tx) error {
 			if getU64(tx.Bucket(bucketMeta), metaMerged) != tl.base {
 				return errStaleTail
 			}

@@ -134,7 +134,7 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, f
 	var count int64
 	// One read transaction of the source: nobody else writes it (Rekey
 	// holds its lock and has stopped its committer).
-	err = src.db.View(func(stx *bolt.Tx) error {
+	err = src.readTx("storage.Rekey", func(stx *bolt.Tx) error {
 		count = int64(getU64(stx.Bucket(bucketMeta), metaCount))
 		w := &rekeyWriter{db: db}
 		if err := w.do(func(tx *bolt.Tx) error {

@@ -1,5 +1,7 @@
 package storage
 
+import "strings"
+
 // A sealer is the one place record values and content-derived keys pass
 // through on their way to disk. Values are sealed with their bucket and key
 // as associated data, so a sealed value cannot be moved to another key.
@@ -25,7 +27,10 @@ const (
 // plainSealer stores values as they are and keys as kind, content, NUL. The
 // NUL ends the key so that no key is a prefix of another: content never
 // holds a NUL byte (ids and tags refuse control characters, words come from
-// the analyser, metadata values are JSON-encoded).
+// the analyser, metadata values are JSON-encoded). Content that is longer
+// than maxPlainContent, or that holds a NUL or a 0xFF byte after all, is
+// hashed instead (see hashedKey), so every key fits bbolt whatever the
+// content.
 type plainSealer struct{}
 
 func (plainSealer) seal(_, _, plain []byte) []byte { return plain }
@@ -33,6 +38,9 @@ func (plainSealer) seal(_, _, plain []byte) []byte { return plain }
 func (plainSealer) open(_, _, sealed []byte) ([]byte, error) { return sealed, nil }
 
 func (plainSealer) key(kind byte, content string) []byte {
+	if len(content) > maxPlainContent || strings.IndexByte(content, 0) >= 0 || strings.IndexByte(content, 0xff) >= 0 {
+		return hashedKey(kind, content)
+	}
 	k := make([]byte, 0, len(content)+2)
 	k = append(k, kind)
 	k = append(k, content...)

@@ -22,6 +22,7 @@ type Store interface {
 	Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error)
 	Delete(ctx context.Context, id string, ifVersion *int64) error
 	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
+	ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error)
 }
 
 // LeaseRead is Lease for a call that only reads (or deletes, which changes
@@ -93,13 +94,23 @@ func (noStore) Delete(context.Context, string, *int64) error { return errNoMemor
 
 // Export writes what an empty store's export holds: the header line on the
 // first page, and no memories.
-func (noStore) Export(_ context.Context, w io.Writer, cursor string, _ int) (int, string, error) {
-	if cursor != "" {
-		return 0, "", nil
+func (n noStore) Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error) {
+	var werr error
+	n.ExportLines(ctx, cursor, limit, func(line []byte) bool {
+		_, werr = w.Write(line)
+		return werr == nil
+	})
+	if werr != nil {
+		return 0, "", memgate.Internal("tenants.noStore", werr)
 	}
-	b, _ := json.Marshal(map[string]int{"memgate_export": storage.ExportFormat})
-	if _, err := w.Write(append(b, '\n')); err != nil {
-		return 0, "", memgate.Internal("tenants.noStore", err)
+	return 0, "", nil
+}
+
+// ExportLines hands take the header line on the first page, and no memories.
+func (noStore) ExportLines(_ context.Context, cursor string, _ int, take func(line []byte) bool) (int, string, error) {
+	if cursor == "" {
+		b, _ := json.Marshal(map[string]int{"memgate_export": storage.ExportFormat})
+		take(append(b, '\n'))
 	}
 	return 0, "", nil
 }

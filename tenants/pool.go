@@ -121,6 +121,10 @@ func NewPool(opts Options) (*Pool, error) {
 	if opts.RetryOpenAfter <= 0 {
 		opts.RetryOpenAfter = DefaultRetryOpenAfter
 	}
+	if opts.Store.TailBudget == nil {
+		// One budget for the index tails of every store the pool opens.
+		opts.Store.TailBudget = storage.NewTailBudget(storage.DefaultTailBudget)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -336,7 +340,7 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	const op = "tenants.open"
 	name := string(ns)
 	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, memgate.Internal(op, err)
+		return nil, storage.StoreError(op, err) // a full disk or a read-only filesystem is unavailable
 	}
 	// The folder and the file must be what they seem, not links that lead
 	// out of the stores folder.
