@@ -41,8 +41,11 @@ type Options struct {
 	// RetryOpenAfter is how long a failed open is remembered: until then,
 	// leases of that namespace fail at once with the same error instead of
 	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
-	// another process is never remembered (its wait is bounded already),
-	// and an open that panicked is remembered until the pool closes.
+	// another process is never remembered (its wait is bounded already). A
+	// damaged file (an open that panicked, or storage.ErrDamaged) is
+	// remembered for as long as the file stays as it was: once the interval
+	// has passed, the file is opened again only if it has been replaced or
+	// changed (restored from a backup).
 	RetryOpenAfter time.Duration
 	// Project, when set, binds the store of its namespace to its folder:
 	// the store records the folder's path hash in ProjectFile when it is
@@ -98,11 +101,12 @@ type entry struct {
 	lastUsed time.Time
 }
 
-// failure is a failed open: its error, until when it is remembered (zero:
-// for the pool's life).
+// failure is a failed open: its error, until when it is remembered, and,
+// for a damaged file, the file as it was then.
 type failure struct {
 	err   error
 	until time.Time
+	file  fs.FileInfo
 }
 
 var (
@@ -184,11 +188,29 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			return nil, nil, false, errPoolClosed
 		}
 		if f, ok := p.failed[ns]; ok {
-			if f.until.IsZero() || time.Now().Before(f.until) {
+			if time.Now().Before(f.until) {
 				p.mu.Unlock()
 				return nil, nil, false, f.err
 			}
-			delete(p.failed, ns)
+			if f.file == nil {
+				delete(p.failed, ns)
+			} else {
+				// A damaged file is opened again only once it has changed.
+				p.mu.Unlock()
+				same := p.unchanged(ns, f.file)
+				p.mu.Lock()
+				if cur, ok := p.failed[ns]; ok && cur.err == f.err {
+					if same {
+						cur.until = time.Now().Add(p.opts.RetryOpenAfter)
+						p.failed[ns] = cur
+						p.mu.Unlock()
+						return nil, nil, false, f.err
+					}
+					delete(p.failed, ns)
+				}
+				p.mu.Unlock()
+				continue
+			}
 		}
 		if done, ok := p.closing[ns]; ok {
 			// Its file is still open: wait for the close, then open it again.
@@ -238,12 +260,16 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 		e.store, panicked, e.err = p.openRecovered(ns)
 		p.m.openLatency.Record(ctx, time.Since(start).Seconds())
 		if e.err != nil {
+			var file fs.FileInfo
+			if panicked || errors.Is(e.err, storage.ErrDamaged) {
+				file, _ = p.root.Lstat(p.storeFile(ns))
+			}
 			p.mu.Lock()
 			if cur, ok := p.lru.Peek(ns); ok && cur == e {
 				p.lru.Remove(ns)
 			}
 			e.leases--
-			p.remember(ns, e.err, panicked)
+			p.remember(ns, e.err, file)
 			p.mu.Unlock()
 			close(e.ready)
 			return nil, nil, false, e.err
@@ -284,20 +310,17 @@ func errDamaged(cause error) error {
 }
 
 // remember keeps a failed open of ns, so that the leases that follow fail
-// at once: for the pool's life after a panic, for RetryOpenAfter after an
-// error, never for a lock held by another process. Called with p.mu held.
-func (p *Pool) remember(ns memgate.Namespace, err error, panicked bool) {
-	if !panicked && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
+// at once: for RetryOpenAfter, and for a damaged file (file, as it is now:
+// nil for other failures) as long as it stays unchanged; never for a lock
+// held by another process. Called with p.mu held.
+func (p *Pool) remember(ns memgate.Namespace, err error, file fs.FileInfo) {
+	if file == nil && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
 		return
 	}
-	f := failure{err: err}
-	if !panicked {
-		f.until = time.Now().Add(p.opts.RetryOpenAfter)
-	}
+	now := time.Now()
 	if len(p.failed) >= maxFailed {
-		now := time.Now()
 		for k, old := range p.failed {
-			if !old.until.IsZero() && !now.Before(old.until) {
+			if old.file == nil && !now.Before(old.until) {
 				delete(p.failed, k)
 			}
 		}
@@ -305,7 +328,19 @@ func (p *Pool) remember(ns memgate.Namespace, err error, panicked bool) {
 			return
 		}
 	}
-	p.failed[ns] = f
+	p.failed[ns] = failure{err: err, until: now.Add(p.opts.RetryOpenAfter), file: file}
+}
+
+// storeFile is the path of ns's store file inside the stores folder.
+func (p *Pool) storeFile(ns memgate.Namespace) string {
+	return filepath.Join(string(ns), storage.FileName)
+}
+
+// unchanged reports whether ns's store file is still the file it was: the
+// same file, of the same size and modification time.
+func (p *Pool) unchanged(ns memgate.Namespace, was fs.FileInfo) bool {
+	fi, err := p.root.Lstat(p.storeFile(ns))
+	return err == nil && os.SameFile(fi, was) && fi.Size() == was.Size() && fi.ModTime().Equal(was.ModTime())
 }
 
 // oldestIdle returns the least recently used store nobody leases; nil when
