@@ -410,7 +410,7 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 				skipped++
 				continue
 			}
-			doc, err := t.docs.NextSequence()
+			doc, err := t.nextDoc()
 			if err != nil {
 				return err
 			}

@@ -46,7 +46,7 @@ func (s *Store) merge() error {
 			t := s.txn(tx)
 			if start == 0 {
 				mark = t.docs.Sequence()
-				if err := t.meta.Put(metaMerging, u64(mark)); err != nil {
+				if err := s.setCounter(t.meta, metaMerging, mark); err != nil {
 					return err
 				}
 			}
@@ -61,7 +61,7 @@ func (s *Store) merge() error {
 			if err := t.meta.Delete(metaMerging); err != nil {
 				return err
 			}
-			return t.meta.Put(metaMerged, u64(mark))
+			return s.setCounter(t.meta, metaMerged, mark)
 		})
 		if err != nil {
 			return err

@@ -230,7 +230,11 @@ func (s *Store) view(fn func(v *view) error) error {
 	for {
 		tl := s.tail.Load()
 		err := s.readTx("storage.view", func(tx *bolt.Tx) error {
-			if getU64(tx.Bucket(bucketMeta), metaMerged) != tl.base {
+			merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
+			if err != nil {
+				return err
+			}
+			if merged != tl.base {
 				return errStaleTail
 			}
 			return fn(&view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),

@@ -49,9 +49,13 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 	var st memgate.StoreStats
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		st.Count = int64(getU64(meta, metaCount))
-		st.Bytes = int64(getU64(meta, metaBytes))
-		return nil
+		count, err := s.counter(meta, metaCount)
+		if err != nil {
+			return err
+		}
+		bytes, err := s.counter(meta, metaBytes)
+		st.Count, st.Bytes = int64(count), int64(bytes)
+		return err
 	})
 	if err != nil {
 		return st, memgate.Wrap(op, err)
@@ -143,7 +147,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		w := newWalk(ctx)
 		narrowed := len(tags) > 0 || len(q.Filter) > 0
 		if narrowed && !created {
-			return s.listNewest(v, w, t, tags, q.Filter, after, limit, &page)
+			return s.listNewest(v, w, t, tags, q.Filter, after, limit, q.Take, &page)
 		}
 		var allowed narrowing
 		if narrowed {
@@ -152,7 +156,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 				return err
 			}
 			if allowed.set != nil && len(allowed.set) <= byRecord {
-				return s.listFew(t, allowed.set, desc, after, limit, &page)
+				return s.listFew(t, allowed.set, desc, after, limit, q.Take, &page)
 			}
 		}
 		b, order := t.docs, byte(cursorUpdated)
@@ -195,6 +199,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			r, err := t.record(doc)
 			if err != nil {
 				return err
+			}
+			if created && string(createdKey(&r)) != string(k) {
+				return errMisplaced
 			}
 			m, err := r.memory(doc)
 			if err != nil {
@@ -276,7 +283,7 @@ const (
 )
 
 // listNewest is a narrowed listing in update order.
-func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, false)
 	if err != nil {
 		return err
@@ -306,6 +313,10 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 		if err != nil {
 			return err
 		}
+		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
+			return nil
+		}
 		page.Memories = append(page.Memories, m)
 		last, target = doc, doc-1
 	}
@@ -313,7 +324,7 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 
 // listFew is a narrowed listing in creation order of the few documents in
 // set.
-func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	type entry struct {
 		key []byte
 		rec record
@@ -352,6 +363,10 @@ func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, 
 		m, err := e.rec.memory(e.doc)
 		if err != nil {
 			return err
+		}
+		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+			page.NextCursor = encodeCursor(order, lastPos)
+			return nil
 		}
 		page.Memories = append(page.Memories, m)
 		lastPos = e.key

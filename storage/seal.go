@@ -1,6 +1,9 @@
 package storage
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // A sealer is the one place record values and content-derived keys pass
 // through on their way to disk. Values are sealed with their bucket and key
@@ -14,6 +17,9 @@ type sealer interface {
 	seal(bucket, key, plain []byte) []byte
 	open(bucket, key, sealed []byte) ([]byte, error)
 	key(kind byte, content string) []byte
+	// sealU64 and openU64 carry the meta bucket's counters.
+	sealU64(key []byte, v uint64) []byte
+	openU64(key, raw []byte) (uint64, error)
 }
 
 // Kinds of content-derived keys. Each kind has its own key space.
@@ -36,6 +42,16 @@ type plainSealer struct{}
 func (plainSealer) seal(_, _, plain []byte) []byte { return plain }
 
 func (plainSealer) open(_, _, sealed []byte) ([]byte, error) { return sealed, nil }
+
+func (plainSealer) sealU64(_ []byte, v uint64) []byte { return u64(v) }
+
+// openU64 reads a plain counter; a missing one is 0.
+func (plainSealer) openU64(_, raw []byte) (uint64, error) {
+	if len(raw) != 8 {
+		return 0, nil
+	}
+	return binary.BigEndian.Uint64(raw), nil
+}
 
 func (plainSealer) key(kind byte, content string) []byte {
 	if len(content) > maxPlainContent || strings.IndexByte(content, 0) >= 0 || strings.IndexByte(content, 0xff) >= 0 {

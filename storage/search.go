@@ -131,11 +131,19 @@ func queryTerms(text string) []string {
 // smaller of the narrowing and the words, not the store.
 func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
-	n := int(getU64(meta, metaCount))
+	count, err := s.counter(meta, metaCount)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := s.counter(meta, metaTotalLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int(count)
 	if n == 0 {
 		return nil, 0, nil
 	}
-	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
+	avgLen := float64(total) / float64(n)
 	lists := make([]*postingIter, 0, len(terms))
 	dfs := make([]int, 0, len(terms))
 	cost := 0

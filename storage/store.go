@@ -77,6 +77,11 @@ type Options struct {
 	// encrypted one; nil means a plain store. Opening a store in the other
 	// mode fails with ErrEncrypted or ErrNotEncrypted.
 	Encryption *Encryption
+	// Binding names what an encrypted store belongs to: the pool sets the
+	// namespace. A store created with a binding opens only with the same
+	// one (ErrOtherNamespace otherwise); one created without, or by an
+	// older memgate, opens with any.
+	Binding string
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -240,31 +245,44 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 // init creates the buckets of a new store and checks the schema of an old
 // one, and sets up the store's sealer: plain, or, for an encrypted store,
 // one whose keys come from the passphrase and the store's salt. Opening an
-// existing store writes nothing.
+// existing store writes nothing, and a file is new only when it holds
+// nothing at all: a store with data that lost its schema or its
+// encryption records is refused, never laid out again over its data.
 func (s *Store) init() error {
 	const op = "storage.Open"
-	var schema, kdf, check []byte
+	var (
+		schema, kdf, check []byte
+		empty              = true
+	)
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			schema = bytes.Clone(meta.Get(metaSchema))
 			kdf = bytes.Clone(meta.Get(metaKDF))
 			check = bytes.Clone(meta.Get(metaKeyCheck))
 		}
-		return nil
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
+			if k, _ := b.Cursor().First(); k != nil || b.Sequence() != 0 {
+				empty = false
+			}
+			return nil
+		})
 	})
 	enc := s.opts.Encryption
 	switch {
 	case err != nil:
 		return memgate.Wrap(op, err)
-	case schema == nil:
-		var sealed *encSealer
+	case empty:
+		var (
+			sealed *encSealer
+			check  []byte
+		)
 		if enc != nil {
-			if kdf, sealed, err = enc.create(); err != nil {
+			if kdf, check, sealed, err = enc.create(s.opts.Binding); err != nil {
 				return memgate.AsError(op, err)
 			}
 		}
 		err = s.writeTx(op, func(tx *bolt.Tx) error {
-			return createBuckets(tx, kdf, sealed)
+			return createBuckets(tx, kdf, check, sealed)
 		})
 		if err != nil {
 			return memgate.Wrap(op, err)
@@ -273,6 +291,14 @@ func (s *Store) init() error {
 			s.seal = sealed
 		}
 		return nil
+	case kdf != nil || check != nil:
+		if schema == nil || kdf == nil || check == nil {
+			return ErrRecordMissing
+		}
+	case schema == nil:
+		return errSchemaMissing
+	}
+	switch {
 	case len(schema) != 8 || binary.BigEndian.Uint64(schema) > schemaVersion:
 		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op,
 			Message: "the store was written by a newer memgate; upgrade memgate to open it"}
@@ -281,18 +307,42 @@ func (s *Store) init() error {
 	case kdf == nil && enc != nil:
 		return ErrNotEncrypted
 	case kdf != nil:
-		sealed, err := enc.open(kdf, check)
+		sealed, err := enc.open(kdf, check, s.opts.Binding)
 		if err != nil {
 			return err
+		}
+		if err := s.readTx(op, func(tx *bolt.Tx) error { return checkSeq(tx, sealed) }); err != nil {
+			return memgate.Wrap(op, err)
 		}
 		s.seal = sealed
 	}
 	return nil
 }
 
+var errSchemaMissing = &memgate.Error{Code: memgate.CodeUnavailable,
+	Message: "the store's schema record is missing; restore it from a backup"}
+
+// checkSeq checks that the docs bucket's sequence, which bbolt keeps in
+// plaintext, is the one the store sealed: a sequence moved back would give
+// new memories the numbers of existing ones.
+func checkSeq(tx *bolt.Tx, s *encSealer) error {
+	if !s.counters {
+		return nil
+	}
+	seq, err := s.openU64(metaSeq, tx.Bucket(bucketMeta).Get(metaSeq))
+	if err != nil {
+		return err
+	}
+	if seq != tx.Bucket(bucketDocs).Sequence() {
+		return errMisplaced
+	}
+	return nil
+}
+
 // createBuckets lays out a new store in tx; with sealed (and its KDF record
-// kdf), an encrypted one.
-func createBuckets(tx *bolt.Tx, kdf []byte, sealed *encSealer) error {
+// kdf and key check), an encrypted one, whose counters are sealed from the
+// start.
+func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 	for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta, bucketCands} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
@@ -303,8 +353,15 @@ func createBuckets(tx *bolt.Tx, kdf []byte, sealed *encSealer) error {
 		if err := meta.Put(metaKDF, kdf); err != nil {
 			return err
 		}
-		if err := meta.Put(metaKeyCheck, sealed.seal(bucketMeta, metaKeyCheck, keyCheckText)); err != nil {
+		if err := meta.Put(metaKeyCheck, check); err != nil {
 			return err
+		}
+		if sealed.counters {
+			for _, key := range [][]byte{metaCount, metaBytes, metaTotalLen, metaMerged, metaSeq} {
+				if err := meta.Put(key, sealed.sealU64(key, 0)); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return meta.Put(metaSchema, u64(schemaVersion))
@@ -346,17 +403,23 @@ func u64(v uint64) []byte {
 	return b
 }
 
-func getU64(b *bolt.Bucket, key []byte) uint64 {
-	v := b.Get(key)
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
+// counter reads the counter key of the meta bucket: plaintext, or sealed
+// in a store that seals them (then a changed or missing one is an error).
+func (s *Store) counter(meta *bolt.Bucket, key []byte) (uint64, error) {
+	return s.seal.openU64(key, meta.Get(key))
 }
 
-// addU64 adds delta to a counter in b.
-func addU64(b *bolt.Bucket, key []byte, delta int64) error {
-	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
+func (s *Store) setCounter(meta *bolt.Bucket, key []byte, v uint64) error {
+	return meta.Put(key, s.seal.sealU64(key, v))
+}
+
+// addCounter adds delta to a counter of meta.
+func (s *Store) addCounter(meta *bolt.Bucket, key []byte, delta int64) error {
+	v, err := s.counter(meta, key)
+	if err != nil {
+		return err
+	}
+	return s.setCounter(meta, key, uint64(int64(v)+delta))
 }
 
 // StoreError is the one place a failure of a store's file (or of its
@@ -407,7 +470,10 @@ func (s *Store) String() string {
 func (s *Store) loadTail() error {
 	const op = "storage.Open"
 	err := s.readTx(op, func(tx *bolt.Tx) error {
-		merged := getU64(tx.Bucket(bucketMeta), metaMerged)
+		merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
+		if err != nil {
+			return err
+		}
 		tl := newTail(merged, s.opts.TailBudget)
 		var change tailChange
 		c := tx.Bucket(bucketDocs).Cursor()

@@ -386,8 +386,12 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}
-	// A failure goes back to the caller, which logs it once.
-	s, err := openStore(filepath.Join(p.stores, file), p.opts.Store)
+	// A failure goes back to the caller, which logs it once. An encrypted
+	// store is bound to its namespace: a file copied from another's folder
+	// does not open.
+	opts := p.opts.Store
+	opts.Binding = name
+	s, err := openStore(filepath.Join(p.stores, file), opts)
 	if err != nil {
 		return nil, err
 	}
