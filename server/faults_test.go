@@ -105,8 +105,8 @@ func tenantRound(ctx context.Context, cs *mcp.ClientSession, ns string, i int) [
 func TestDamagedStoreUnderLoadStaysInItsTenant(t *testing.T) {
 	const (
 		tenantsN    = 16
-		afterDamage = 3   // rounds each other tenant makes once the victim is damaged, at least
-		maxRounds   = 400 // a bound on every tenant's rounds
+		afterDamage = 3     // rounds each other tenant makes once the victim is damaged, at least
+		maxRounds   = 10000 // a bound on every tenant's rounds, before the damage and after it
 		victimCalls = 12
 	)
 	dir := t.TempDir()
@@ -163,7 +163,7 @@ func TestDamagedStoreUnderLoadStaysInItsTenant(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			signalled := false
-			for r := range maxRounds {
+			for r, after := 0, 0; r < maxRounds && after < maxRounds; r++ {
 				failed := tenantRound(ctx, sessions[i], ns, r)
 				mu.Lock()
 				for _, f := range failed {
@@ -171,6 +171,7 @@ func TestDamagedStoreUnderLoadStaysInItsTenant(t *testing.T) {
 				}
 				select {
 				case <-damaged:
+					after++
 					rounds[ns]++
 					if rounds[ns] >= afterDamage && !signalled {
 						signalled = true
