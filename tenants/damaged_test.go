@@ -323,3 +323,39 @@ func TestDamagedFileIsOpenedAgainOnlyOnceChanged(t *testing.T) {
 	}
 	release()
 }
+
+func TestCloseDoesNotWaitForAHungOpenPastItsContext(t *testing.T) {
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	withOpen(t, func(path string, opts storage.Options) (*storage.Store, error) {
+		close(entered)
+		<-gate
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Message: "never mind"}
+	})
+	p, err := NewPool(Options{Dir: t.TempDir(), Store: storage.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := make(chan error, 1)
+	go func() {
+		_, _, err := p.Lease(context.Background(), "hung")
+		leased <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the grace is over
+	done := make(chan error, 1)
+	go func() { done <- p.Close(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "still opening") {
+			t.Fatalf("close: %v, want the open still running named", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Pool.Close waited for an open that does not end")
+	}
+	close(gate)
+	if err := <-leased; memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("the hung lease: %v", err)
+	}
+}
