@@ -136,9 +136,12 @@ func rawResult(js []byte) *mcp.CallToolResult {
 }
 
 // fitHits keeps the hits of r that fit in budget, the first always, and
-// says in the receipt when it left some out.
+// says in the receipt when it left some out. The receipt counts against
+// the budget: it may list the namespaces searched.
 func fitHits(r memgate.Result, budget int) memgate.Result {
-	it := newItems(budget)
+	receipt := r.Receipt
+	receipt.Truncated = true
+	it := newItems(budget - wireCost(marshal(receipt)))
 	for i, h := range r.Hits {
 		if !it.take(i, h) {
 			r.Hits = r.Hits[:i]

@@ -268,10 +268,14 @@ func TestSearchStopsAddingHitsAtTheResponseBound(t *testing.T) {
 	if err := json.Unmarshal(res.StructuredContent.(json.RawMessage), &r); err != nil || len(r.Hits) != stored || r.Receipt["truncated"] != nil {
 		t.Fatalf("search: %d hits, receipt %v (%v)", len(r.Hits), r.Receipt, err)
 	}
+	// The receipt of a cut answer counts too.
+	r.Receipt["truncated"] = true
+	receipt, _ := json.Marshal(r.Receipt)
+	boundOf := func(k int) int { return boundFor(t, r.Hits, k) + wireCost(t, receipt) - 2 }
 	for name, call := range boundTransports {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range []struct{ bound, want int }{
-				{boundFor(t, r.Hits, n), n}, {boundFor(t, r.Hits, n) - 1, n - 1}, {boundFor(t, r.Hits, n+1), n + 1},
+				{boundOf(n), n}, {boundOf(n) - 1, n - 1}, {boundOf(n + 1), n + 1},
 			} {
 				line := call(t, pool, c.bound, "search", args)
 				if len(line) > c.bound {
@@ -336,4 +340,38 @@ func answerText(t *testing.T, res any) string {
 		t.Fatalf("result without text: %s", b)
 	}
 	return r.Content[0].Text
+}
+
+// A resources/list page holds no texts: even of the largest names and
+// titles it stays under the smallest bound allowed.
+func TestResourcesListPageFitsTheSmallestBound(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		args, _ := json.Marshal(map[string]any{"text": "t", "id": fmt.Sprintf("%03d", i) + strings.Repeat("<", 253),
+			"title": strings.Repeat("\u2028", 256)})
+		if res, err := srv.Call(t.Context(), "remember", args); err != nil || res.IsError {
+			t.Fatalf("remember: %v", err)
+		}
+	}
+	r := newRawSession(t, srv)
+	res := r.request("resources/list", `{}`)
+	if res.Error != nil {
+		t.Fatal(res.Error)
+	}
+	var page struct {
+		Resources  []any  `json:"resources"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(res.Result, &page); err != nil || len(page.Resources) < 100 || page.NextCursor == "" {
+		t.Fatalf("resources/list: %d resources (%v)", len(page.Resources), err)
+	}
+	n, min := len(wireOf(t, res)), memgate.MinResponseBytes(1)
+	t.Logf("a resources/list page of the largest names: %d bytes", n)
+	if n > min {
+		t.Fatalf("a resources/list page of the largest names is %d bytes, over the smallest bound %d", n, min)
+	}
 }

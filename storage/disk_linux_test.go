@@ -203,7 +203,28 @@ func TestFullDisk(t *testing.T) {
 	}
 	readAll(t, s, n)
 
+	// A new store cannot be made on the full disk, and its failed start
+	// leaves nothing that would keep it from being made later.
+	// Room for part of its first pages is the worst case.
+	if fi, err := os.Stat(filler); err != nil || os.Truncate(filler, fi.Size()-8192) != nil {
+		t.Fatal("cannot free 8 KiB")
+	}
+	other := filepath.Join(dir, "stores", "other", FileName)
+	_, err = Open(other, opts)
+	wantCondition(t, err, "the disk is full")
+	if fi, err := os.Stat(other); err == nil && fi.Size() > 0 {
+		t.Fatalf("a failed start left a file of %d bytes", fi.Size())
+	}
+
 	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(other, opts)
+	if err != nil {
+		t.Fatalf("open a new store once space is freed: %v", err)
+	}
+	put(t, o, memgate.Write{ID: "first", Text: "the first memory of a store made after the disk was full"})
+	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", n), Text: distinctWords(n, 40)})

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -96,23 +97,31 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	return res, nil
 }
 
-// queryTerms analyses a query like a document and keeps its distinct terms.
+// queryTerms analyses a query like a document and keeps its first
+// maxQueryTerms distinct terms. It analyses the text a piece at a time
+// (pieces end at white space, where no word spans) and stops once it has
+// them, so a long query (a 64 KiB topic) costs its first words, not its
+// length.
 func queryTerms(text string) []string {
-	all := search.Terms(text)
-	out := all[:0]
-	for _, t := range all {
-		if len(out) == maxQueryTerms {
-			break
-		}
-		dup := false
-		for _, o := range out {
-			if o == t {
-				dup = true
-				break
+	const piece = 1024
+	out := make([]string, 0, maxQueryTerms)
+	var buf []string
+	for text != "" && len(out) < maxQueryTerms {
+		n := len(text)
+		if n > piece {
+			if i := strings.IndexAny(text[piece:], " \t\r\n"); i >= 0 {
+				n = piece + i
 			}
 		}
-		if !dup {
-			out = append(out, t)
+		buf = search.AppendTerms(buf[:0], text[:n])
+		text = text[n:]
+		for _, t := range buf {
+			if len(out) == maxQueryTerms {
+				break
+			}
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
 		}
 	}
 	return out
