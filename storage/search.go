@@ -70,7 +70,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		var ranked []search.Scored
 		switch {
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, tags, mode, q.Filter, limit)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -138,7 +138,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string, mode string, md map[string]any, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	n := int(getU64(meta, metaCount))
 	if n == 0 {
@@ -167,7 +167,8 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 	if len(lists) == 0 {
 		return nil, 0, nil
 	}
-	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit)}
+	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
+		probe: func() (*filter, error) { return s.newFilter(v, w, tags, mode, md, ascending, false) }}
 	for i, df := range dfs {
 		r.idf[i] = search.DefaultBM25.IDF(df, n)
 	}
@@ -194,9 +195,11 @@ type ranking struct {
 	idf        []float64
 	avgLen     float64
 	f          *filter
-	gathered   []uint64 // the filter's first documents, in order
-	ended      bool     // gathered holds all of them
+	probe      func() (*filter, error) // a fresh filter, to probe
+	gathered   []uint64                // the filter's first documents, in order
+	ended      bool                    // gathered holds all of them
 	top        *search.TopK
+	limit      int
 	candidates int
 }
 
@@ -314,6 +317,20 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 			}
 		}
 	}
+	if r.f != nil {
+		// A narrowing most documents pass: the best few candidates, probed
+		// best first, give the answer without walking the filter over every
+		// candidate; when too few of them pass, the walk below does.
+		for _, x := range acc {
+			if x != 0 {
+				r.candidates++
+			}
+		}
+		done, err := r.probeBest(acc, lo)
+		if err != nil || done {
+			return true, err
+		}
+	}
 	g := 0 // the next gathered document
 	for j := 0; j < len(acc); j++ {
 		if acc[j] == 0 {
@@ -343,8 +360,47 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 				}
 			}
 		}
-		r.candidates++
+		if r.f == nil {
+			r.candidates++
+		}
 		r.top.Push(doc, acc[j])
+	}
+	return true, nil
+}
+
+// probeBest checks the best few times limit of the scored documents against
+// the narrowing, best first, and keeps them if limit of them pass (or all
+// the scored do): true when that answered the search.
+func (r *ranking) probeBest(acc []float64, lo uint64) (bool, error) {
+	limit, n := r.limit, 4*r.limit+16
+	few := search.NewTopK(n)
+	for j, x := range acc {
+		if x != 0 {
+			few.Push(lo+uint64(j), x)
+		}
+	}
+	best := few.Sorted()
+	probe, err := r.probe()
+	if err != nil {
+		return false, err
+	}
+	var kept []search.Scored
+	for _, sc := range best {
+		ok, err := probe.has(sc.Doc)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if kept = append(kept, sc); len(kept) == limit {
+				break
+			}
+		}
+	}
+	if len(kept) < limit && len(best) == n {
+		return false, nil // too few passed: walk
+	}
+	for _, sc := range kept {
+		r.top.Push(sc.Doc, sc.Score)
 	}
 	return true, nil
 }
