@@ -145,6 +145,11 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string,
 		return nil, 0, nil
 	}
 	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
+	if f == nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, avgLen); ok || err != nil {
+			return top, candidates, err
+		}
+	}
 	lists := make([]*postingIter, 0, len(terms))
 	dfs := make([]int, 0, len(terms))
 	cost := 0
@@ -277,7 +282,56 @@ func (r *ranking) byDocument(docs []uint64) error {
 	}
 }
 
-var scorePool = sync.Pool{New: func() any { return new([]float64) }}
+var (
+	scorePool   = sync.Pool{New: func() any { return new([]float64) }}
+	postingPool = sync.Pool{New: func() any { return new([]posting) }}
+)
+
+// rankWhole is rank without a narrowing: each term's list is read whole,
+// once (its length is its document frequency), and scored into an array by
+// document, in query order. It declines (false) when the store's document
+// numbers are too sparse for an array.
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen float64) ([]search.Scored, int, bool, error) {
+	hi := v.seq
+	if hi >= uint64(8*n+65536) {
+		return nil, 0, false, nil
+	}
+	buf := scorePool.Get().(*[]float64)
+	defer scorePool.Put(buf)
+	if cap(*buf) < int(hi)+1 {
+		*buf = make([]float64, hi+1)
+	}
+	acc := (*buf)[:hi+1]
+	clear(acc)
+	pbuf := postingPool.Get().(*[]posting)
+	defer postingPool.Put(pbuf)
+	for _, term := range terms {
+		if err := stopped(w.ctx); err != nil {
+			return nil, 0, false, err
+		}
+		ps, err := v.list(s.seal.key(kindWord, term), (*pbuf)[:0])
+		*pbuf = ps
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		idf := search.DefaultBM25.IDF(len(ps), n)
+		for _, p := range ps {
+			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
+		}
+	}
+	top := search.NewTopK(limit)
+	candidates := 0
+	for doc, x := range acc {
+		if x != 0 {
+			candidates++
+			top.Push(uint64(doc), x)
+		}
+	}
+	return top.Sorted(), candidates, true, nil
+}
 
 // byTerm reads the terms' lists whole, in query order, adding each
 // posting's score to an array indexed by document (the same sums, in the
