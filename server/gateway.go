@@ -136,6 +136,7 @@ type Gateway struct {
 
 	allowHosts   map[string]bool
 	allowOrigins map[string]bool
+	routes       map[string]bool // the paths registered, for metric labels
 }
 
 // NewGateway returns the gateway of s configured by opts.
@@ -186,7 +187,7 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{})
 	e.HTTPErrorHandler = g.httpError
-	e.Use(g.recover, route)
+	e.Use(g.recover, g.route)
 	e.GET("/health", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/ready", g.ready)
 	if opts.Metrics != nil {
@@ -195,6 +196,11 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	for path, h := range opts.Routes {
 		e.GET(path, echo.WrapHandler(h))
 	}
+	g.routes = map[string]bool{}
+	for _, r := range e.Routes() {
+		g.routes[r.Path] = true
+	}
+	g.routes[opts.Path] = true
 	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)

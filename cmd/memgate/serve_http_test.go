@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -140,4 +141,61 @@ func TestServeHTTPMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}
+}
+
+// TestServeHTTPMetricLabelsAreNotTheCallers: 500 requests with Host
+// headers, paths and methods of their own add no series to /metrics.
+func TestServeHTTPMetricLabelsAreNotTheCallers(t *testing.T) {
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--metrics")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			for _, c := range []struct{ method, path, host string }{
+				{http.MethodPost, "/mcp", fmt.Sprintf("h%d.example.net:%d", i, 1000+i)},
+				{http.MethodGet, fmt.Sprintf("/p%d", i), ""},
+				{http.MethodGet, fmt.Sprintf("/mcp/%d", i), fmt.Sprintf("localhost:%d", 1000+i)},
+				{fmt.Sprintf("M%d", i), "/mcp", ""},
+			} {
+				req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.host != "" {
+					req.Host = c.host
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+	scrape := func() (series int, size int) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(body), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				series++
+			}
+		}
+		if strings.Contains(string(body), "example.net") || strings.Contains(string(body), `"/p1"`) {
+			t.Fatalf("a caller's Host or path is a label:\n%s", body)
+		}
+		return series, len(body)
+	}
+	send(0, 20)
+	scrape() // the scrape's own series
+	series, size := scrape()
+	send(20, 520)
+	series2, size2 := scrape()
+	if series2 != series || size2-size > 4<<10 {
+		t.Fatalf("after 500 more requests: %d series and %d bytes, from %d and %d", series2, size2, series, size)
+	}
+	t.Logf("/metrics: %d series, %d then %d bytes", series, size, size2)
 }
