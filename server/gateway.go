@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,8 +143,13 @@ type Gateway struct {
 // NewGateway returns the gateway of s configured by opts.
 func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	opts = opts.withDefaults()
-	if !strings.HasPrefix(opts.Path, "/") {
-		return nil, fmt.Errorf("server: gateway path %q must start with /", opts.Path)
+	if err := CheckPath(opts.Path); err != nil {
+		return nil, fmt.Errorf("server: gateway path: %w", err)
+	}
+	for path := range opts.Routes {
+		if !strings.HasPrefix(path, wellKnown) || !literalPath(path) {
+			return nil, fmt.Errorf("server: an extra route must be a literal path under %s", wellKnown)
+		}
 	}
 	g := &Gateway{opts: opts, log: s.log, stateful: s.newMCP(),
 		allowHosts: map[string]bool{}, allowOrigins: map[string]bool{}}
@@ -205,6 +211,48 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
+}
+
+// Paths the gateway serves itself, which the MCP path may not take.
+var reservedPaths = []string{"/health", "/ready", "/metrics"}
+
+// wellKnown is the prefix of RFC 8615 well-known paths (the RFC 9728
+// metadata among them).
+const wellKnown = "/.well-known/"
+
+// CheckPath reports whether path can be the MCP path: a literal path of one
+// or more segments of letters, digits and - . _ ~ (no echo pattern such as
+// /* or /:x, no . or .. segment), and none of the gateway's own paths
+// (/health, /ready, /metrics, /.well-known/...), which it would replace.
+func CheckPath(path string) error {
+	switch {
+	case !literalPath(path):
+		return errors.New("must be a literal path such as /mcp: segments of letters, digits and - . _ ~, no *, : or empty segment")
+	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown):
+		return errors.New("must not be /health, /ready, /metrics or under /.well-known/, which the gateway serves itself")
+	}
+	return nil
+}
+
+// literalPath reports whether path is "/" and segments of unreserved
+// characters (RFC 3986), none of them . or ..; so echo matches it as the
+// literal it is.
+func literalPath(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (o GatewayOptions) withDefaults() GatewayOptions {

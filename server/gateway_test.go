@@ -1070,3 +1070,21 @@ func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
 		t.Fatalf("ping with id 2^53: %d %s", resp.StatusCode, b)
 	}
 }
+
+func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/mcp", "/api/v1/memory", "/a.b_c~-", "/healthz", "/metrics2"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err != nil {
+			t.Errorf("path %q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"mcp", "/", "/*", "/:x", "/mcp/*", "/mcp/:id", "/mcp/", "//mcp", "/a/../b", "/./mcp", "/m cp", "/mcp?x",
+		"/health", "/ready", "/metrics", "/.well-known", "/.well-known/oauth-protected-resource", "/.well-known/x"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+}
