@@ -96,8 +96,10 @@ type GatewayOptions struct {
 	// authentication or Host checks: keep the port off public networks or
 	// scrape it through a proxy that limits who may.
 	Metrics http.Handler
-	// Routes are extra GET handlers served without authentication or Host
-	// checks (the protected-resource metadata), by path.
+	// Routes are extra GET handlers served without authentication but
+	// behind the header bounds and the Host and Origin guard (the
+	// protected-resource metadata), by path: literal paths under
+	// /.well-known/.
 	Routes map[string]http.Handler
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
@@ -200,7 +202,7 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 		e.GET("/metrics", echo.WrapHandler(opts.Metrics))
 	}
 	for path, h := range opts.Routes {
-		e.GET(path, echo.WrapHandler(h))
+		e.GET(path, echo.WrapHandler(h), g.limitHeaders, g.guardHost)
 	}
 	g.routes = map[string]bool{}
 	for _, r := range e.Routes() {
