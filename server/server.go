@@ -157,6 +157,7 @@ func (s *Server) newMCP() *mcp.Server {
 	}
 	s.addResources(m)
 	s.addPrompts(m)
+	m.AddReceivingMiddleware(scrubErrors)
 	return m
 }
 
