@@ -28,7 +28,6 @@ const (
 	DefaultMaxSessions       = 1024
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultMaxRequestBytes   = 1 << 20
-	DefaultMaxResponseBytes  = 4 << 20
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 90 * time.Second
 	DefaultRequestTimeout    = 60 * time.Second
@@ -72,8 +71,9 @@ type GatewayOptions struct {
 	SessionIdle time.Duration
 	// MaxRequestBytes bounds a request body (413 beyond it).
 	MaxRequestBytes int64
-	// MaxResponseBytes bounds the answers of one JSON-RPC batch together
-	// (--max-response-bytes); a batch whose answers pass it is refused.
+	// MaxResponseBytes bounds the answers of one JSON-RPC batch together; a
+	// batch whose answers pass it is refused. 0 means the Server's own
+	// bound of one answer (Options.MaxResponseBytes, --max-response-bytes).
 	MaxResponseBytes int64
 
 	// ReadHeaderTimeout bounds the time to read a request's header: the
@@ -145,6 +145,9 @@ type Gateway struct {
 // NewGateway returns the gateway of s configured by opts.
 func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	opts = opts.withDefaults()
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = int64(s.maxReply)
+	}
 	if err := CheckPath(opts.Path); err != nil {
 		return nil, fmt.Errorf("server: gateway path: %w", err)
 	}
@@ -277,9 +280,6 @@ func (o GatewayOptions) withDefaults() GatewayOptions {
 	def(&o.MaxSessions, DefaultMaxSessions)
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if o.MaxResponseBytes <= 0 {
-		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	defd(&o.SessionIdle, DefaultSessionIdle)
 	defd(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)

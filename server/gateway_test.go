@@ -50,6 +50,7 @@ func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOption
 	t.Helper()
 	if sopts.Lease == nil {
 		sopts.Lease = server.LeaseOf(pool.Lease)
+		sopts.LeaseRead = server.LeaseOf(pool.LeaseRead)
 	}
 	srv, err := server.New(sopts)
 	if err != nil {

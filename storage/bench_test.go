@@ -2,13 +2,17 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/corpus"
+	"github.com/memgate/memgate/search"
 )
 
 // benchText makes n memories of about 176 bytes of synthetic text.
@@ -112,4 +116,96 @@ func BenchmarkOpenClose(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// commonTagStore is n memories that each carry the same 30 team tags and one
+// of two others, as a team convention produces, and the 64 most common
+// words of their text.
+func commonTagStore(b testing.TB, n int) (*Store, []string, []string) {
+	b.Helper()
+	s := openTest(b, func(o *Options) { o.NoSync = true })
+	texts := benchText(n)
+	tags := make([]string, 0, 32)
+	for i := range 30 {
+		tags = append(tags, fmt.Sprintf("team-%02d", i))
+	}
+	var sb strings.Builder
+	counts := map[string]int{}
+	for i, text := range texts {
+		own := append(tags[:30:30], []string{"side-a", "side-b"}[i%2])
+		line, _ := json.Marshal(map[string]any{"text": text, "tags": own})
+		sb.Write(line)
+		sb.WriteByte('\n')
+		for _, w := range strings.Fields(strings.ToLower(text)) {
+			counts[strings.Trim(w, ".,;:()\"'")]++
+		}
+	}
+	if _, err := s.Import(context.Background(), strings.NewReader(sb.String()), ImportFail); err != nil {
+		b.Fatal(err)
+	}
+	words := make([]string, 0, len(counts))
+	for w := range counts {
+		if len(search.Terms(w)) == 1 {
+			words = append(words, w)
+		}
+	}
+	slices.SortFunc(words, func(a, b string) int { return counts[b] - counts[a] })
+	return s, words[:min(64, len(words))], append(tags, "side-a", "side-b")
+}
+
+// BenchmarkSearchCommonTags is the 64 most common words narrowed by 32 tags
+// every memory but none carries all of: the answer is empty, and its cost
+// must not follow the store's size.
+func BenchmarkSearchCommonTags(b *testing.B) {
+	for _, n := range []int{10000, 40000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, words, tags := commonTagStore(b, n)
+			ctx := context.Background()
+			for _, c := range []struct {
+				name string
+				q    memgate.Query
+			}{
+				{"words+tags", memgate.Query{Text: strings.Join(words, " "), Tags: tags, Limit: 100}},
+				{"tags", memgate.Query{Tags: tags, Limit: 100}},
+				{"words", memgate.Query{Text: strings.Join(words, " "), Limit: 100}},
+				{"words+tags-any", memgate.Query{Text: strings.Join(words, " "), Tags: tags, TagsMode: memgate.TagsAny, Limit: 100}},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					b.ReportAllocs()
+					start := cpuTime()
+					for b.Loop() {
+						if _, err := s.Search(ctx, c.q); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+				})
+			}
+			for _, order := range []string{memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc} {
+				for _, tt := range [][]string{tags[:30], tags} {
+					b.Run(fmt.Sprint("list-", len(tt), "-tags-", order), func(b *testing.B) {
+						b.ReportAllocs()
+						start := cpuTime()
+						for b.Loop() {
+							if _, err := s.List(ctx, memgate.ListQuery{Tags: tt, Order: order, Limit: 100}); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+					})
+				}
+			}
+		})
+	}
+}
+
+// cpuTime is the process's CPU time so far, user and system, in
+// nanoseconds: benchmarks report it next to wall time, which a busy machine
+// stretches.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

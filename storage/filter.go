@@ -2,158 +2,555 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"math"
 	"slices"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/memgate/memgate"
-	"github.com/memgate/memgate/search"
 )
 
-// shortList is how many posting chunks of a tag or filter list a search
-// reads whole. A longer list (a tag most memories carry, say) is not read:
-// the search checks its best candidates against it one by one instead.
-var shortList = 64
+// Narrowing (tags, the metadata filter) and ranking walk posting lists as
+// sorted iterators: each list can seek to the first document at or past a
+// given one, skipping whole chunks by their keys (a chunk's key names its
+// first document) and headers (its count and span) without decoding them.
+// A conjunction leapfrogs its lists, most selective first: the lead names a
+// candidate, each other list seeks to it, and the first that lands past it
+// names the next candidate. What a narrowed walk costs then follows the
+// answer and the smallest list, not the store: an empty intersection of two
+// lists costs the chunks of the smaller, whatever the others hold.
 
-// filter is the narrowing a search's tags and metadata filter ask for. A
-// document passes when, in every group, it is in at least one of the
-// group's lists: tags in "all" mode and metadata pairs are groups of one
-// list, tags in "any" mode one group of several.
+// checkEvery is how many steps a long walk takes between looks at its
+// request's context.
+const checkEvery = 256
+
+// walk carries a request's context into the loops that can be long, so a
+// deadline or a cancel stops the work and not only the answer.
+type walk struct {
+	ctx context.Context
+	n   int
+}
+
+func newWalk(ctx context.Context) *walk { return &walk{ctx: ctx} }
+
+// step counts one unit of work and, every checkEvery of them, reports
+// whether the request ended.
+func (w *walk) step() error {
+	w.n++
+	if w.n%checkEvery != 0 {
+		return nil
+	}
+	return stopped(w.ctx)
+}
+
+// stopped returns unavailable once ctx is done: the caller gave up, so the
+// work stops too.
+func stopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request timed out or was cancelled", Cause: err}
+	}
+	return nil
+}
+
+// direction is the order of a walk: ascending document numbers (ranking,
+// oldest first) or descending (newest first).
+type direction bool
+
+const (
+	ascending  direction = false
+	descending direction = true
+)
+
+// end is the document a walk reports once it is exhausted: past every real
+// one in its direction (document numbers start at 1).
+func (d direction) end() uint64 {
+	if d == descending {
+		return 0
+	}
+	return math.MaxUint64
+}
+
+// reached reports whether doc is at or past target in the walk's order.
+func (d direction) reached(doc, target uint64) bool {
+	if d == descending {
+		return doc <= target
+	}
+	return doc >= target
+}
+
+// before reports whether a comes before b in the walk's order.
+func (d direction) before(a, b uint64) bool {
+	if d == descending {
+		return a > b
+	}
+	return a < b
+}
+
+// next is the first target after doc in the walk's order.
+func (d direction) next(doc uint64) uint64 {
+	if d == descending {
+		return doc - 1 // doc 1 gives 0, the end
+	}
+	return doc + 1
+}
+
+// postingIter walks one term's list in a snapshot: the merged chunks on
+// disk, then the tail's postings (all above the last merged one).
+type postingIter struct {
+	v      *view
+	w      *walk
+	term   []byte
+	dir    direction
+	c      *bolt.Cursor
+	chunk  []posting // the decoded chunk the walk is in
+	tail   []posting
+	onDisk bool // in chunk, else in tail
+	i      int  // the position in chunk or tail
+	cur    uint64
+}
+
+func (it *postingIter) match(k []byte) bool {
+	return k != nil && len(k) == len(it.term)+8 && bytes.HasPrefix(k, it.term)
+}
+
+func (it *postingIter) first(k []byte) uint64 { return binary.BigEndian.Uint64(k[len(it.term):]) }
+
+// header opens a chunk and reads its first and last documents.
+func (it *postingIter) header(k, val []byte) (plain []byte, first, last uint64, err error) {
+	plain, err = it.v.seal.open(bucketPostings, k, val)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	first = it.first(k)
+	_, last, _, ok := chunkHeader(first, plain)
+	if !ok {
+		return nil, 0, 0, errBadRecord
+	}
+	return plain, first, last, nil
+}
+
+// load decodes the opened chunk named by k as the current one.
+func (it *postingIter) load(k, plain []byte) error {
+	ps, ok := appendChunk(it.chunk[:0], it.first(k), plain)
+	if !ok || len(ps) == 0 {
+		return errBadRecord
+	}
+	it.chunk, it.onDisk, it.i = ps, true, 0
+	return nil
+}
+
+// iter starts a walk of term's list in direction dir, on its first posting.
+func (v *view) iter(w *walk, term []byte, dir direction) (*postingIter, error) {
+	it := &postingIter{v: v, w: w, term: term, dir: dir, c: v.postings.Cursor(), cur: dir.end()}
+	// The last chunk on disk: where the tail's postings begin, and where a
+	// descending walk starts if the tail has none.
+	k, val := it.c.Seek(chunkKey(term, math.MaxUint64))
+	if k == nil {
+		k, val = it.c.Last()
+	} else {
+		k, val = it.c.Prev()
+	}
+	after := v.tail.base
+	var lastPlain []byte
+	hasDisk := it.match(k)
+	if hasDisk {
+		plain, _, last, err := it.header(k, val)
+		if err != nil {
+			return nil, err
+		}
+		lastPlain, after = plain, max(after, last)
+	}
+	// While a merge runs, a term may be on disk and in the tail at once.
+	it.tail = v.tail.postings(term, v.seq, after, nil)
+	switch {
+	case dir == descending && len(it.tail) > 0:
+		it.i = len(it.tail) - 1
+		it.cur = it.tail[it.i].doc
+	case dir == descending && hasDisk:
+		if err := it.load(k, lastPlain); err != nil {
+			return nil, err
+		}
+		it.i = len(it.chunk) - 1
+		it.cur = it.chunk[it.i].doc
+	case dir == ascending && hasDisk:
+		k, val = it.c.Seek(chunkKey(term, 0))
+		plain, err := v.seal.open(bucketPostings, k, val)
+		if err != nil {
+			return nil, err
+		}
+		if err := it.load(k, plain); err != nil {
+			return nil, err
+		}
+		it.cur = it.chunk[0].doc
+	case dir == ascending && len(it.tail) > 0:
+		it.cur = it.tail[0].doc
+	}
+	return it, nil
+}
+
+// posting is the current posting; only valid before the end.
+func (it *postingIter) posting() posting {
+	if it.onDisk {
+		return it.chunk[it.i]
+	}
+	return it.tail[it.i]
+}
+
+// seek moves to the first posting at or past target in the walk's order.
+func (it *postingIter) seek(target uint64) error {
+	if it.dir.reached(it.cur, target) {
+		return nil
+	}
+	if err := it.w.step(); err != nil {
+		return err
+	}
+	if it.dir == descending {
+		return it.seekDown(target)
+	}
+	return it.seekUp(target)
+}
+
+func (it *postingIter) seekUp(target uint64) error {
+	if it.onDisk {
+		if done, err := it.upOnDisk(target); err != nil || done {
+			return err
+		}
+		it.onDisk, it.i = false, 0
+	}
+	j := it.i + sort.Search(len(it.tail)-it.i, func(x int) bool { return it.tail[it.i+x].doc >= target })
+	it.i, it.cur = j, it.dir.end()
+	if j < len(it.tail) {
+		it.cur = it.tail[j].doc
+	}
+	return nil
+}
+
+// upOnDisk seeks up among the chunks; false when the disk part is done.
+func (it *postingIter) upOnDisk(target uint64) (bool, error) {
+	if target <= it.chunk[len(it.chunk)-1].doc {
+		it.positionUp(target)
+		return true, nil
+	}
+	// The next chunk is the usual case of a dense walk; a header says
+	// whether the target is in it.
+	k, val := it.c.Next()
+	if !it.match(k) {
+		return false, nil
+	}
+	plain, _, last, err := it.header(k, val)
+	if err != nil {
+		return false, err
+	}
+	if last < target {
+		// Further: the chunk that starts at target, or the one before it,
+		// or the first after it.
+		k, val = it.c.Seek(chunkKey(it.term, target))
+		if !it.match(k) || it.first(k) != target {
+			var pk, pv []byte
+			if k == nil {
+				pk, pv = it.c.Last()
+			} else {
+				pk, pv = it.c.Prev()
+			}
+			if it.match(pk) {
+				pplain, _, plast, err := it.header(pk, pv)
+				if err != nil {
+					return false, err
+				}
+				if plast >= target {
+					if err := it.load(pk, pplain); err != nil {
+						return false, err
+					}
+					it.positionUp(target)
+					return true, nil
+				}
+			}
+			if k == nil {
+				return false, nil
+			}
+			k, val = it.c.Next()
+			if !it.match(k) {
+				return false, nil
+			}
+		}
+		if plain, err = it.v.seal.open(bucketPostings, k, val); err != nil {
+			return false, err
+		}
+	}
+	if err := it.load(k, plain); err != nil {
+		return false, err
+	}
+	it.positionUp(target)
+	return true, nil
+}
+
+// positionUp moves to the first posting of the current chunk at or above
+// target, which is there.
+func (it *postingIter) positionUp(target uint64) {
+	ps := it.chunk
+	if it.i+1 < len(ps) && ps[it.i+1].doc >= target && ps[it.i].doc < target {
+		it.i++
+		it.cur = ps[it.i].doc
+		return
+	}
+	j := it.i + sort.Search(len(ps)-it.i, func(x int) bool { return ps[it.i+x].doc >= target })
+	it.i, it.cur = j, ps[j].doc
+}
+
+func (it *postingIter) seekDown(target uint64) error {
+	if !it.onDisk {
+		j := sort.Search(it.i+1, func(x int) bool { return it.tail[x].doc > target }) - 1
+		if j >= 0 {
+			it.i, it.cur = j, it.tail[j].doc
+			return nil
+		}
+		return it.downSeek(target)
+	}
+	if target >= it.chunk[0].doc {
+		it.positionDown(target)
+		return nil
+	}
+	k, val := it.c.Prev()
+	if !it.match(k) {
+		it.cur = 0
+		return nil
+	}
+	if it.first(k) > target {
+		return it.downSeek(target)
+	}
+	plain, err := it.v.seal.open(bucketPostings, k, val)
+	if err != nil {
+		return err
+	}
+	if err := it.load(k, plain); err != nil {
+		return err
+	}
+	it.i = len(it.chunk) - 1
+	it.positionDown(target)
+	return nil
+}
+
+// downSeek finds the chunk that holds the last posting at or below target:
+// the one that starts at target, or the one before.
+func (it *postingIter) downSeek(target uint64) error {
+	k, val := it.c.Seek(chunkKey(it.term, target))
+	if !it.match(k) || it.first(k) != target {
+		if k == nil {
+			k, val = it.c.Last()
+		} else {
+			k, val = it.c.Prev()
+		}
+	}
+	if !it.match(k) {
+		it.cur = 0
+		return nil
+	}
+	plain, err := it.v.seal.open(bucketPostings, k, val)
+	if err != nil {
+		return err
+	}
+	if err := it.load(k, plain); err != nil {
+		return err
+	}
+	it.i = len(it.chunk) - 1
+	it.positionDown(target)
+	return nil
+}
+
+// positionDown moves to the last posting of the current chunk at or below
+// target, which is there.
+func (it *postingIter) positionDown(target uint64) {
+	ps := it.chunk
+	j := sort.Search(it.i+1, func(x int) bool { return ps[x].doc > target }) - 1
+	it.i, it.cur = j, ps[j].doc
+}
+
+// count returns how many postings the list holds, from the chunk headers
+// alone, reading at most maxChunks of them (no bound when negative); whole
+// reports whether it read them all.
+func (it *postingIter) count(maxChunks int) (n, chunks int, whole bool, err error) {
+	c := it.v.postings.Cursor()
+	for k, val := c.Seek(chunkKey(it.term, 0)); it.match(k); k, val = c.Next() {
+		if chunks == maxChunks {
+			return n + len(it.tail), chunks, false, nil
+		}
+		if err := it.w.step(); err != nil {
+			return 0, 0, false, err
+		}
+		plain, err := it.v.seal.open(bucketPostings, k, val)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		cnt, _, _, ok := chunkHeader(it.first(k), plain)
+		if !ok {
+			return 0, 0, false, errBadRecord
+		}
+		n += cnt
+		chunks++
+	}
+	return n + len(it.tail), chunks, true, nil
+}
+
+// group is a union of lists (tags in "any" mode; one list otherwise): a
+// document is in it when it is in any of them.
+type group struct {
+	lists []*postingIter
+	cost  int // postings, or a lower bound of them
+	whole bool
+	cur   uint64
+	dir   direction
+}
+
+func newGroup(dir direction, lists []*postingIter) *group {
+	g := &group{lists: lists, dir: dir}
+	g.update()
+	return g
+}
+
+func (g *group) update() {
+	g.cur = g.dir.end()
+	for _, l := range g.lists {
+		if g.dir.before(l.cur, g.cur) {
+			g.cur = l.cur
+		}
+	}
+}
+
+// seek moves the group to its first document at or past target. It stops
+// at the first list that holds target, leaving the others behind (a later
+// seek moves them): a document in every list of a union costs one seek.
+func (g *group) seek(target uint64) error {
+	if g.dir.reached(g.cur, target) {
+		return nil
+	}
+	for _, l := range g.lists {
+		if err := l.seek(target); err != nil {
+			return err
+		}
+		if l.cur == target {
+			g.cur = target
+			return nil
+		}
+	}
+	g.update()
+	return nil
+}
+
+// seekAll is seek that moves every list, so that each list holding the
+// group's document is on it.
+func (g *group) seekAll(target uint64) error {
+	for _, l := range g.lists {
+		if err := l.seek(target); err != nil {
+			return err
+		}
+	}
+	g.update()
+	return nil
+}
+
+// filter is the narrowing a search's or listing's tags and metadata filter
+// ask for: a document passes when it is in every group, most selective
+// first.
 type filter struct {
-	groups [][]*filterList
-	exact  bool // every list was read whole
+	groups []*group
+	dir    direction
 }
 
-// filterList is one tag's or metadata pair's posting list: read whole
-// (set), or, when long, probed document by document.
-type filterList struct {
-	term  []byte
-	set   docSet // the whole list, when short
-	long  bool
-	tail  docSet // a long list's tail documents
-	cache []posting
-	base  uint64 // the first document of cache's chunk
-}
-
-// newFilter reads the short lists of the search's tags and filter; nil when
-// there are neither.
-func (s *Store) newFilter(v *view, tags []string, mode string, md map[string]any) (*filter, error) {
+// newFilter starts the walk of the documents that carry the tags (all or
+// any, by mode) and match every metadata pair; nil when there are neither.
+// Its groups are counted and ordered when there are several, or when it
+// will be joined to a ranking's terms (ranked).
+func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, ranked bool) (*filter, error) {
 	if len(tags) == 0 && len(md) == 0 {
 		return nil, nil
 	}
 	tagTerms, metaTerms := s.filterTerms(tags, md)
-	f := &filter{exact: true}
-	add := func(terms ...[]byte) error {
-		group := make([]*filterList, 0, len(terms))
-		for _, term := range terms {
-			l, err := v.filterList(term)
-			if err != nil {
-				return err
-			}
-			f.exact = f.exact && !l.long
-			group = append(group, l)
-		}
-		f.groups = append(f.groups, group)
-		return nil
-	}
+	var sets [][][]byte
 	if mode == memgate.TagsAny && len(tagTerms) > 0 {
-		if err := add(tagTerms...); err != nil {
-			return nil, err
-		}
+		sets = append(sets, tagTerms)
 	} else {
 		for _, t := range tagTerms {
-			if err := add(t); err != nil {
-				return nil, err
-			}
+			sets = append(sets, [][]byte{t})
 		}
 	}
 	for _, t := range metaTerms {
-		if err := add(t); err != nil {
+		sets = append(sets, [][]byte{t})
+	}
+	f := &filter{dir: dir}
+	for _, terms := range sets {
+		lists := make([]*postingIter, 0, len(terms))
+		for _, term := range terms {
+			it, err := v.iter(w, term, dir)
+			if err != nil {
+				return nil, err
+			}
+			lists = append(lists, it)
+		}
+		f.groups = append(f.groups, newGroup(dir, lists))
+	}
+	if len(f.groups) > 1 || ranked {
+		if err := f.order(); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
 }
 
-// filterList reads term's list whole if it is short.
-func (v *view) filterList(term []byte) (*filterList, error) {
-	l := &filterList{term: term}
-	var ps []posting
-	c := v.postings.Cursor()
-	chunks := 0
-	for k, val := c.Seek(term); k != nil && len(k) == len(term)+8 && bytes.HasPrefix(k, term); k, val = c.Next() {
-		if chunks == shortList {
-			l.long = true
+// order sorts the groups by size, smallest first. It counts chunk headers
+// with a bound that grows eightfold until one group is counted whole, so it
+// reads at most about eight times the smallest group's chunks per group.
+func (f *filter) order() error {
+	for bound := 8; ; bound *= 8 {
+		anyWhole := false
+		for _, g := range f.groups {
+			if g.whole {
+				anyWhole = true
+				continue
+			}
+			g.cost, g.whole = 0, true
+			for _, l := range g.lists {
+				n, _, whole, err := l.count(bound)
+				if err != nil {
+					return err
+				}
+				g.cost += n
+				g.whole = g.whole && whole
+			}
+			anyWhole = anyWhole || g.whole
+		}
+		if anyWhole {
 			break
 		}
-		plain, err := v.seal.open(bucketPostings, k, val)
-		if err != nil {
-			return nil, err
-		}
-		var ok bool
-		if ps, ok = appendChunk(ps, binary.BigEndian.Uint64(k[len(term):]), plain); !ok {
-			return nil, errBadRecord
-		}
-		chunks++
 	}
-	after := v.tail.base
-	if !l.long && len(ps) > 0 {
-		after = max(after, ps[len(ps)-1].doc)
-	}
-	tail := v.tail.postings(term, v.seq, after, nil)
-	if l.long {
-		l.tail = make(docSet, len(tail))
-		for i, p := range tail {
-			l.tail[i] = p.doc
-		}
-		return l, nil
-	}
-	l.set = make(docSet, 0, len(ps)+len(tail))
-	for _, p := range append(ps, tail...) {
-		l.set = append(l.set, p.doc)
-	}
-	return l, nil
+	slices.SortStableFunc(f.groups, func(a, b *group) int { return a.cost - b.cost })
+	return nil
 }
 
-// has reports whether doc is in the list.
-func (l *filterList) has(v *view, doc uint64) (bool, error) {
-	if !l.long {
-		return l.set.has(doc), nil
-	}
-	if l.tail.has(doc) {
-		return true, nil
-	}
-	if l.cache != nil && doc >= l.base && doc <= l.cache[len(l.cache)-1].doc {
-		_, ok := slices.BinarySearchFunc(l.cache, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
-		return ok, nil
-	}
-	c := v.postings.Cursor()
-	want := chunkKey(l.term, doc)
-	k, val := c.Seek(want)
-	if k == nil || !bytes.Equal(k, want) {
-		if k == nil {
-			k, val = c.Last()
-		} else {
-			k, val = c.Prev()
+// next returns the first document at or past target, in the walk's order,
+// that is in every group; the direction's end when none is left.
+func (f *filter) next(target uint64) (uint64, error) {
+	cand := target
+	for {
+		agreed := true
+		for _, g := range f.groups {
+			if err := g.seek(cand); err != nil {
+				return 0, err
+			}
+			if g.cur == f.dir.end() {
+				return g.cur, nil
+			}
+			if g.cur != cand {
+				cand, agreed = g.cur, false
+				break
+			}
+		}
+		if agreed {
+			return cand, nil
 		}
 	}
-	if k == nil || len(k) != len(l.term)+8 || !bytes.HasPrefix(k, l.term) {
-		return false, nil
-	}
-	plain, err := v.seal.open(bucketPostings, k, val)
-	if err != nil {
-		return false, err
-	}
-	base := binary.BigEndian.Uint64(k[len(l.term):])
-	if _, last, _, ok := chunkHeader(base, plain); !ok || doc > last {
-		return false, nil
-	}
-	ps, ok := appendChunk(l.cache[:0], base, plain)
-	if !ok {
-		return false, errBadRecord
-	}
-	l.cache, l.base = ps, base
-	_, found := slices.BinarySearchFunc(ps, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
-	return found, nil
 }
 
 func cmpDoc(a, b uint64) int {
@@ -166,16 +563,51 @@ func cmpDoc(a, b uint64) int {
 	return 0
 }
 
-// pass reports whether doc passes every group; with exactOnly, only the
-// groups whose lists were all read whole are checked.
-func (f *filter) pass(v *view, doc uint64, exactOnly bool) (bool, error) {
-	for _, group := range f.groups {
-		if exactOnly && !groupExact(group) {
-			continue
+// has reports whether doc is in the list, in any order of calls: the chunk
+// that holds it is found by its key and kept for the next call. A list used
+// this way is not walked.
+func (it *postingIter) has(doc uint64) (bool, error) {
+	if len(it.tail) > 0 && doc >= it.tail[0].doc {
+		_, ok := slices.BinarySearchFunc(it.tail, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
+		return ok, nil
+	}
+	if !it.onDisk || doc < it.chunk[0].doc || doc > it.chunk[len(it.chunk)-1].doc {
+		if err := it.w.step(); err != nil {
+			return false, err
 		}
+		k, val := it.c.Seek(chunkKey(it.term, doc))
+		if !it.match(k) || it.first(k) != doc {
+			if k == nil {
+				k, val = it.c.Last()
+			} else {
+				k, val = it.c.Prev()
+			}
+		}
+		if !it.match(k) {
+			return false, nil
+		}
+		plain, _, last, err := it.header(k, val)
+		if err != nil {
+			return false, err
+		}
+		if doc > last {
+			return false, nil
+		}
+		if err := it.load(k, plain); err != nil {
+			return false, err
+		}
+	}
+	_, ok := slices.BinarySearchFunc(it.chunk, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
+	return ok, nil
+}
+
+// has reports whether doc passes every group, probing their lists (see
+// postingIter.has).
+func (f *filter) has(doc uint64) (bool, error) {
+	for _, g := range f.groups {
 		in := false
-		for _, l := range group {
-			ok, err := l.has(v, doc)
+		for _, l := range g.lists {
+			ok, err := l.has(doc)
 			if err != nil {
 				return false, err
 			}
@@ -189,102 +621,4 @@ func (f *filter) pass(v *view, doc uint64, exactOnly bool) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-func groupExact(group []*filterList) bool {
-	for _, l := range group {
-		if l.long {
-			return false
-		}
-	}
-	return true
-}
-
-// newest returns up to limit documents that pass f, newest first. It walks
-// the smallest whole group, or, when every group has a long list, the docs
-// bucket backwards, and checks the rest.
-func (s *Store) newest(v *view, f *filter, limit int) ([]search.Scored, error) {
-	var out []search.Scored
-	take := func(doc uint64) (bool, error) {
-		ok, err := f.pass(v, doc, false)
-		if err != nil || !ok {
-			return false, err
-		}
-		out = append(out, search.Scored{Doc: doc, Score: 1})
-		return len(out) == limit, nil
-	}
-	var driver docSet
-	found := false
-	for _, group := range f.groups {
-		if !groupExact(group) {
-			continue
-		}
-		var union docSet
-		for _, l := range group {
-			union = unionSorted(union, l.set)
-		}
-		if !found || len(union) < len(driver) {
-			driver, found = union, true
-		}
-	}
-	if found {
-		for i := len(driver) - 1; i >= 0; i-- {
-			if done, err := take(driver[i]); err != nil || done {
-				return out, err
-			}
-		}
-		return out, nil
-	}
-	c := v.tx.Bucket(bucketDocs).Cursor()
-	for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-		if done, err := take(binary.BigEndian.Uint64(k)); err != nil || done {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-// best returns the limit best of scored (by score, then newest) that pass
-// f's long lists; scored already passed its whole ones. It checks the best
-// few times limit first, which is enough unless the long lists reject most
-// candidates, and only then sorts them all.
-func (f *filter) best(v *view, scored []search.Scored, limit int) ([]search.Scored, error) {
-	if few := 4 * limit; len(scored) > few {
-		top := search.NewTopK(few)
-		for _, sc := range scored {
-			top.Push(sc.Doc, sc.Score)
-		}
-		out, err := f.passing(v, top.Sorted(), limit)
-		if err != nil || len(out) == limit {
-			return out, err
-		}
-	}
-	slices.SortFunc(scored, func(a, b search.Scored) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return cmpDoc(b.Doc, a.Doc)
-	})
-	return f.passing(v, scored, limit)
-}
-
-// passing returns the first limit of ranked that pass every list of f.
-func (f *filter) passing(v *view, ranked []search.Scored, limit int) ([]search.Scored, error) {
-	var out []search.Scored
-	for _, sc := range ranked {
-		ok, err := f.pass(v, sc.Doc, false)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, sc)
-			if len(out) == limit {
-				break
-			}
-		}
-	}
-	return out, nil
 }

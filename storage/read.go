@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -22,7 +23,7 @@ func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 		return memgate.Memory{}, err
 	}
 	var mem memgate.Memory
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		r, doc, err := s.txn(tx).lookup(id)
 		if err != nil {
 			return err
@@ -46,11 +47,15 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		return memgate.StoreStats{}, err
 	}
 	var st memgate.StoreStats
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		st.Count = int64(getU64(meta, metaCount))
-		st.Bytes = int64(getU64(meta, metaBytes))
-		return nil
+		count, err := s.counter(meta, metaCount)
+		if err != nil {
+			return err
+		}
+		bytes, err := s.counter(meta, metaBytes)
+		st.Count, st.Bytes = int64(count), int64(bytes)
+		return err
 	})
 	if err != nil {
 		return st, memgate.Wrap(op, err)
@@ -139,9 +144,20 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 	err = s.view(func(v *view) error {
 		page.Memories, page.NextCursor = page.Memories[:0], ""
 		t := s.txn(v.tx)
-		allowed, err := s.narrow(v, tags, memgate.TagsAll, q.Filter)
-		if err != nil {
-			return err
+		w := newWalk(ctx)
+		narrowed := len(tags) > 0 || len(q.Filter) > 0
+		if narrowed && !created {
+			return s.listNewest(v, w, t, tags, q.Filter, after, limit, q.Take, &page)
+		}
+		var allowed narrowing
+		if narrowed {
+			var err error
+			if allowed, err = s.narrow(v, w, tags, q.Filter); err != nil {
+				return err
+			}
+			if allowed.set != nil && len(allowed.set) <= byRecord {
+				return s.listFew(t, allowed.set, desc, after, limit, q.Take, &page)
+			}
 		}
 		b, order := t.docs, byte(cursorUpdated)
 		switch {
@@ -154,6 +170,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		var lastPos []byte
 		k, val := first(c, after, desc)
 		for ; k != nil; k, val = step(c, desc) {
+			if err := w.step(); err != nil {
+				return err
+			}
 			doc := binary.BigEndian.Uint64(k)
 			if created {
 				plain, err := s.seal.open(bucketCreated, k, val)
@@ -164,8 +183,14 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 					return err
 				}
 			}
-			if allowed != nil && !allowed.has(doc) {
-				continue
+			if narrowed {
+				ok, err := allowed.has(doc)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
 			}
 			if len(page.Memories) == limit {
 				page.NextCursor = encodeCursor(order, lastPos)
@@ -175,9 +200,17 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err != nil {
 				return err
 			}
+			if created && string(createdKey(&r)) != string(k) {
+				return errMisplaced
+			}
 			m, err := r.memory(doc)
 			if err != nil {
 				return err
+			}
+			// The first memory joins the page whatever Take says.
+			if n := len(page.Memories); q.Take != nil && !q.Take(n, m) && n > 0 {
+				page.NextCursor = encodeCursor(order, lastPos)
+				return nil
 			}
 			page.Memories = append(page.Memories, m)
 			lastPos = append(lastPos[:0], k...)
@@ -237,95 +270,145 @@ func (d docSet) has(doc uint64) bool {
 	return ok
 }
 
-// narrow returns the documents that carry the tags (all or any, by mode) and
-// match every filter pair; nil when there are neither tags nor filter.
-func (s *Store) narrow(v *view, tags []string, mode string, filter map[string]any) (docSet, error) {
-	if len(tags) == 0 && len(filter) == 0 {
-		return nil, nil
+// Narrowed listings. In update order (document order, newest first), the
+// filter's walk gives the page directly: it costs the page and the smallest
+// list. In creation order, the filter's documents are gathered first, up to
+// gatherMax of them; a few (byRecord or fewer) are put in creation order by
+// their records, more are met walking the creation index, tested against
+// the gathered set or, past gatherMax, by probing the lists, where a page
+// fills in about limit × memories / gatherMax steps.
+const (
+	gatherMax = 4096
+	byRecord  = 256
+)
+
+// listNewest is a narrowed listing in update order.
+func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, false)
+	if err != nil {
+		return err
 	}
-	tagTerms, metaTerms := s.filterTerms(tags, filter)
-	var (
-		set     docSet
-		started bool
-		scratch []posting
-	)
-	intersect := func(term []byte) error {
-		var docs []uint64
-		var err error
-		docs, scratch, err = v.docs(term, nil, scratch)
+	target := v.seq
+	if after != nil {
+		if target = binary.BigEndian.Uint64(after); target == 0 {
+			return nil
+		}
+		target--
+	}
+	var last uint64
+	for {
+		doc, err := f.next(target)
+		if err != nil || doc == descending.end() {
+			return err
+		}
+		if len(page.Memories) == limit {
+			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
+			return nil
+		}
+		r, err := t.record(doc)
 		if err != nil {
 			return err
 		}
-		if !started {
-			set, started = docs, true
+		m, err := r.memory(doc)
+		if err != nil {
+			return err
+		}
+		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
 			return nil
 		}
-		set = intersectSorted(set, docs)
-		return nil
+		page.Memories = append(page.Memories, m)
+		last, target = doc, doc-1
 	}
-	if mode == memgate.TagsAny && len(tagTerms) > 0 {
-		var union []uint64
-		for _, term := range tagTerms {
-			docs, sc, err := v.docs(term, nil, scratch)
-			scratch = sc
-			if err != nil {
-				return nil, err
+}
+
+// listFew is a narrowed listing in creation order of the few documents in
+// set.
+func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
+	type entry struct {
+		key []byte
+		rec record
+		doc uint64
+	}
+	entries := make([]entry, 0, len(set))
+	for _, doc := range set {
+		r, err := t.record(doc)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, entry{key: createdKey(&r), rec: r, doc: doc})
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if desc {
+			return bytes.Compare(b.key, a.key)
+		}
+		return bytes.Compare(a.key, b.key)
+	})
+	order := byte(cursorCreated)
+	if desc {
+		order = cursorCreatedDesc
+	}
+	var lastPos []byte
+	for _, e := range entries {
+		if after != nil {
+			c := bytes.Compare(e.key, after)
+			if desc && c >= 0 || !desc && c <= 0 {
+				continue
 			}
-			union = unionSorted(union, docs)
 		}
-		set, started = union, true
-		tagTerms = nil
-	}
-	for _, term := range tagTerms {
-		if err := intersect(term); err != nil {
-			return nil, err
+		if len(page.Memories) == limit {
+			page.NextCursor = encodeCursor(order, lastPos)
+			return nil
 		}
-	}
-	for _, term := range metaTerms {
-		if err := intersect(term); err != nil {
-			return nil, err
+		m, err := e.rec.memory(e.doc)
+		if err != nil {
+			return err
 		}
+		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+			page.NextCursor = encodeCursor(order, lastPos)
+			return nil
+		}
+		page.Memories = append(page.Memories, m)
+		lastPos = e.key
 	}
-	if set == nil {
-		set = docSet{}
-	}
-	return set, nil
+	return nil
 }
 
-func intersectSorted(a, b []uint64) []uint64 {
-	out := a[:0]
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
+// narrowing is the documents that carry the tags (all of them) and match
+// every filter pair: the whole set when it has at most gatherMax, else the
+// filter, to probe.
+type narrowing struct {
+	set    docSet
+	filter *filter
 }
 
-func unionSorted(a, b []uint64) []uint64 {
-	out := make([]uint64, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || i < len(a) && a[i] < b[j]:
-			out = append(out, a[i])
-			i++
-		case i == len(a) || b[j] < a[i]:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
+func (n narrowing) has(doc uint64) (bool, error) {
+	if n.set != nil {
+		return n.set.has(doc), nil
 	}
-	return out
+	return n.filter.has(doc)
+}
+
+func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narrowing, error) {
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, false)
+	if err != nil {
+		return narrowing{}, err
+	}
+	set := docSet{}
+	for target := uint64(0); ; {
+		doc, err := f.next(target)
+		if err != nil {
+			return narrowing{}, err
+		}
+		if doc == ascending.end() {
+			return narrowing{set: set}, nil
+		}
+		if len(set) == gatherMax {
+			break
+		}
+		set = append(set, doc)
+		target = doc + 1
+	}
+	probe, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, false)
+	return narrowing{filter: probe}, err
 }

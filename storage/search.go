@@ -16,8 +16,6 @@ import (
 // rest are ignored, so a huge query costs no more than a long one.
 const maxQueryTerms = 64
 
-var postingPool = sync.Pool{New: func() any { s := make([]posting, 0, 256); return &s }}
-
 // Search ranks memories against q: BM25 over title and text for the query's
 // words, narrowed by tags and the metadata filter. Without words, the
 // memories that pass the narrowing come back newest first, each scored 1.
@@ -56,16 +54,22 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
 	err = s.view(func(v *view) error {
 		res.Receipt.Candidates = 0
-		f, err := s.newFilter(v, tags, mode, q.Filter)
+		if hasText && len(terms) == 0 {
+			return nil // only stop words or punctuation: nothing can match
+		}
+		w := newWalk(ctx)
+		dir := descending
+		if hasText {
+			dir = ascending
+		}
+		f, err := s.newFilter(v, w, tags, mode, q.Filter, dir, hasText)
 		if err != nil {
 			return err
 		}
 		var ranked []search.Scored
 		switch {
-		case hasText && len(terms) == 0:
-			// Only stop words or punctuation: nothing can match.
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, terms, f, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -116,84 +120,250 @@ func queryTerms(text string) []string {
 
 // rank scores every document that holds at least one term and passes f
 // (nil: no filter), and returns the best limit of them and how many
-// documents the terms matched before the filter. Posting lists are sorted by
-// document, so it walks them side by side instead of gathering scores in a
-// map.
-func (s *Store) rank(v *view, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
+// documents it scored.
+//
+// The filter's documents are gathered first, as long as there are fewer
+// than the terms' postings divided by the number of terms: when the filter
+// ends sooner, only its documents are scored, each list seeking to them.
+// Otherwise the terms' lists are read whole and scored term by term into an
+// array by document, which the gathered documents, then the rest of the
+// filter's walk, narrow in document order. Either way the work is about the
+// smaller of the narrowing and the words, not the store.
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
-	n := int(getU64(meta, metaCount))
+	count, err := s.counter(meta, metaCount)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := s.counter(meta, metaTotalLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int(count)
 	if n == 0 {
 		return nil, 0, nil
 	}
-	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
-	lists := make([][]posting, 0, len(terms))
-	idf := make([]float64, 0, len(terms))
-	defer func() {
-		for _, l := range lists {
-			l = l[:0]
-			postingPool.Put(&l)
-		}
-	}()
+	avgLen := float64(total) / float64(n)
+	lists := make([]*postingIter, 0, len(terms))
+	dfs := make([]int, 0, len(terms))
+	cost := 0
 	for _, term := range terms {
-		buf := postingPool.Get().(*[]posting)
-		ps, err := v.list(s.seal.key(kindWord, term), (*buf)[:0])
+		it, err := v.iter(w, s.seal.key(kindWord, term), ascending)
 		if err != nil {
 			return nil, 0, err
 		}
-		if len(ps) == 0 {
-			postingPool.Put(buf)
+		df, _, _, err := it.count(-1)
+		if err != nil {
+			return nil, 0, err
+		}
+		if df == 0 {
 			continue
 		}
-		lists = append(lists, ps)
-		idf = append(idf, search.DefaultBM25.IDF(len(ps), n))
+		lists = append(lists, it)
+		dfs = append(dfs, df)
+		cost += df
 	}
-	// With only short filter lists, every check is exact and a bounded heap
-	// keeps the best; with a long one, the candidates that pass the short
-	// lists are kept and checked against it best first.
-	exact := f == nil || f.exact
-	top := search.NewTopK(limit)
-	var scored []search.Scored
-	pos := make([]int, len(lists))
-	candidates := 0
-	for {
-		doc := uint64(math.MaxUint64)
-		for i, l := range lists {
-			if pos[i] < len(l) && l[pos[i]].doc < doc {
-				doc = l[pos[i]].doc
-			}
+	if len(lists) == 0 {
+		return nil, 0, nil
+	}
+	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit)}
+	for i, df := range dfs {
+		r.idf[i] = search.DefaultBM25.IDF(df, n)
+	}
+	if f != nil {
+		ended, err := r.gather(max(limit, cost/len(lists)))
+		if err != nil {
+			return nil, 0, err
 		}
-		if doc == math.MaxUint64 {
-			break
+		if ended {
+			err := r.byDocument(r.gathered)
+			return r.top.Sorted(), r.candidates, err
 		}
-		var score float64
-		for i, l := range lists {
-			if pos[i] < len(l) && l[pos[i]].doc == doc {
-				p := l[pos[i]]
-				score += search.DefaultBM25.Score(idf[i], int(p.tf), int(p.docLen), avgLen)
-				pos[i]++
-			}
+	}
+	ok, err := r.byTerm(v, n)
+	if err == nil && !ok {
+		err = r.byDocument(nil)
+	}
+	return r.top.Sorted(), r.candidates, err
+}
+
+// ranking is one search's scoring state.
+type ranking struct {
+	lists      []*postingIter
+	idf        []float64
+	avgLen     float64
+	f          *filter
+	gathered   []uint64 // the filter's first documents, in order
+	ended      bool     // gathered holds all of them
+	top        *search.TopK
+	candidates int
+}
+
+func (r *ranking) score(i int, p posting) float64 {
+	return search.DefaultBM25.Score(r.idf[i], int(p.tf), int(p.docLen), r.avgLen)
+}
+
+// gather walks the filter for up to max documents; it reports whether the
+// filter ended first.
+func (r *ranking) gather(max int) (bool, error) {
+	for target := uint64(0); ; {
+		doc, err := r.f.next(target)
+		if err != nil {
+			return false, err
 		}
-		candidates++
-		if f != nil {
-			ok, err := f.pass(v, doc, true)
-			if err != nil {
-				return nil, 0, err
+		if doc == ascending.end() {
+			r.ended = true
+			return true, nil
+		}
+		if len(r.gathered) == max {
+			return false, nil
+		}
+		r.gathered = append(r.gathered, doc)
+		target = doc + 1
+	}
+}
+
+// byDocument scores the documents of docs (nil: every document of the
+// terms, narrowed by the filter), seeking every list to each.
+func (r *ranking) byDocument(docs []uint64) error {
+	words := newGroup(ascending, r.lists)
+	for i, target := 0, uint64(0); ; i++ {
+		var doc uint64
+		if docs != nil {
+			if i == len(docs) {
+				return nil
 			}
-			if !ok {
+			doc = docs[i]
+			if err := words.seekAll(doc); err != nil {
+				return err
+			}
+			if words.cur != doc {
 				continue
 			}
-		}
-		if exact {
-			top.Push(doc, score)
 		} else {
-			scored = append(scored, search.Scored{Doc: doc, Score: score})
+			if err := words.seekAll(target); err != nil {
+				return err
+			}
+			if doc = words.cur; doc == ascending.end() {
+				return nil
+			}
+			target = doc + 1
+			if r.f != nil {
+				next, err := r.f.next(doc)
+				if err != nil {
+					return err
+				}
+				if next != doc {
+					if next == ascending.end() {
+						return nil
+					}
+					target = next
+					continue
+				}
+			}
+		}
+		var sum float64
+		for j, l := range r.lists {
+			if l.cur == doc {
+				sum += r.score(j, l.posting())
+			}
+		}
+		r.candidates++
+		r.top.Push(doc, sum)
+	}
+}
+
+var scorePool = sync.Pool{New: func() any { return new([]float64) }}
+
+// byTerm reads the terms' lists whole, in query order, adding each
+// posting's score to an array indexed by document (the same sums, in the
+// same order, as byDocument), then walks the array in document order,
+// narrowed by the gathered documents and the rest of the filter. It
+// declines (false) when the store's document numbers are too sparse for an
+// array.
+func (r *ranking) byTerm(v *view, n int) (bool, error) {
+	lo := uint64(math.MaxUint64)
+	for _, l := range r.lists {
+		lo = min(lo, l.cur)
+	}
+	hi := v.seq
+	if hi < lo || hi-lo >= uint64(8*n+65536) {
+		return false, nil
+	}
+	buf := scorePool.Get().(*[]float64)
+	defer scorePool.Put(buf)
+	size := int(hi-lo) + 1
+	if cap(*buf) < size {
+		*buf = make([]float64, size)
+	}
+	acc := (*buf)[:size]
+	clear(acc)
+	for i, l := range r.lists {
+		for l.cur != ascending.end() {
+			ps := l.tail
+			if l.onDisk {
+				ps = l.chunk
+			}
+			for _, p := range ps[l.i:] {
+				acc[p.doc-lo] += r.score(i, p)
+			}
+			l.i = len(ps) - 1
+			if err := l.seek(ps[l.i].doc + 1); err != nil {
+				return false, err
+			}
 		}
 	}
-	if exact {
-		return top.Sorted(), candidates, nil
+	g := 0 // the next gathered document
+	for j := 0; j < len(acc); j++ {
+		if acc[j] == 0 {
+			continue
+		}
+		doc := lo + uint64(j)
+		if r.f != nil {
+			for g < len(r.gathered) && r.gathered[g] < doc {
+				g++
+			}
+			switch {
+			case g < len(r.gathered) && r.gathered[g] == doc:
+			case g < len(r.gathered):
+				j = int(r.gathered[g]-lo) - 1
+				continue
+			default:
+				next, err := r.f.next(doc)
+				if err != nil {
+					return false, err
+				}
+				if next == ascending.end() {
+					return true, nil
+				}
+				if next != doc {
+					j = int(next-lo) - 1
+					continue
+				}
+			}
+		}
+		r.candidates++
+		r.top.Push(doc, acc[j])
 	}
-	best, err := f.best(v, scored, limit)
-	return best, candidates, err
+	return true, nil
+}
+
+// newest returns up to limit documents that pass f, newest first, each
+// scored 1.
+func (s *Store) newest(v *view, f *filter, limit int) ([]search.Scored, error) {
+	var out []search.Scored
+	for target := v.seq; len(out) < limit; {
+		doc, err := f.next(target)
+		if err != nil {
+			return nil, err
+		}
+		if doc == descending.end() {
+			break
+		}
+		out = append(out, search.Scored{Doc: doc, Score: 1})
+		target = doc - 1
+	}
+	return out, nil
 }
 
 // hits loads the ranked documents and scores them relative to the best.

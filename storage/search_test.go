@@ -403,18 +403,10 @@ func TestMergeCutShort(t *testing.T) {
 	}
 }
 
-// Narrowing by tags and filter gives the same answers whether their posting
-// lists are read whole or probed one document at a time (long lists), and
-// whether the documents are merged or still in the tail.
+// Narrowing by tags and filter gives the same answers whether the
+// documents are merged or still in the tail.
 func TestNarrowingMatchesBruteForce(t *testing.T) {
-	for _, short := range []int{16, 1} {
-		t.Run(fmt.Sprint("short lists of ", short, " chunks"), func(t *testing.T) {
-			old := shortList
-			shortList = short
-			t.Cleanup(func() { shortList = old })
-			narrowingMatchesBruteForce(t)
-		})
-	}
+	narrowingMatchesBruteForce(t)
 }
 
 func narrowingMatchesBruteForce(t *testing.T) {

@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -36,7 +37,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter records the pool's metrics; nil means the global provider's.
 	Meter metric.Meter
+	// RetryOpenAfter is how long a failed open is remembered: until then,
+	// leases of that namespace fail at once with the same error instead of
+	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
+	// another process is never remembered (its wait is bounded already),
+	// and an open that panicked is remembered until the pool closes.
+	RetryOpenAfter time.Duration
 }
+
+// DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
+const DefaultRetryOpenAfter = time.Second
+
+// maxFailed bounds the failed opens a pool remembers.
+const maxFailed = 4096
+
+// openStore opens one store file; tests replace it.
+var openStore = storage.Open
 
 // Pool is an LRU of open stores with leases. It is safe for concurrent use.
 type Pool struct {
@@ -50,6 +66,7 @@ type Pool struct {
 	idle    *sync.Cond                                // signalled when a lease ends
 	lru     *simplelru.LRU[memgate.Namespace, *entry] // opening and open stores
 	closing map[memgate.Namespace]chan struct{}       // stores being closed
+	failed  map[memgate.Namespace]failure             // opens that failed, remembered
 	closed  bool
 	stop    chan struct{}
 	reaper  sync.WaitGroup
@@ -65,6 +82,13 @@ type entry struct {
 	lastUsed time.Time
 }
 
+// failure is a failed open: its error, until when it is remembered (zero:
+// for the pool's life).
+type failure struct {
+	err   error
+	until time.Time
+}
+
 var (
 	errTooMany = &memgate.Error{Code: memgate.CodeTooManyStores,
 		Message: "every store slot is in use by a running request; retry shortly"}
@@ -77,6 +101,13 @@ func NewPool(opts Options) (*Pool, error) {
 	const op = "tenants.NewPool"
 	if opts.MaxStores <= 0 {
 		opts.MaxStores = DefaultMaxStores
+	}
+	if opts.RetryOpenAfter <= 0 {
+		opts.RetryOpenAfter = DefaultRetryOpenAfter
+	}
+	if opts.Store.TailBudget == nil {
+		// One budget for the index tails of every store the pool opens.
+		opts.Store.TailBudget = storage.NewTailBudget(storage.DefaultTailBudget)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -96,7 +127,8 @@ func NewPool(opts Options) (*Pool, error) {
 	// only idle stores.
 	l, _ := simplelru.NewLRU[memgate.Namespace, *entry](1<<30, nil)
 	p := &Pool{opts: opts, root: root, stores: stores, log: log, lru: l,
-		closing: map[memgate.Namespace]chan struct{}{}, stop: make(chan struct{})}
+		closing: map[memgate.Namespace]chan struct{}{}, failed: map[memgate.Namespace]failure{},
+		stop: make(chan struct{})}
 	p.idle = sync.NewCond(&p.mu)
 	meter := opts.Meter
 	if meter == nil {
@@ -129,6 +161,13 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			p.mu.Unlock()
 			return nil, nil, false, errPoolClosed
 		}
+		if f, ok := p.failed[ns]; ok {
+			if f.until.IsZero() || time.Now().Before(f.until) {
+				p.mu.Unlock()
+				return nil, nil, false, f.err
+			}
+			delete(p.failed, ns)
+		}
 		if done, ok := p.closing[ns]; ok {
 			// Its file is still open: wait for the close, then open it again.
 			p.mu.Unlock()
@@ -136,13 +175,18 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			case <-done:
 				continue
 			case <-ctx.Done():
-				return nil, nil, false, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+				return nil, nil, false, cancelled(ctx)
 			}
 		}
 		if e, ok := p.lru.Get(ns); ok {
 			e.leases++
 			p.mu.Unlock()
-			<-e.ready
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				p.release(e)
+				return nil, nil, false, cancelled(ctx)
+			}
 			if e.err != nil {
 				p.release(e)
 				return nil, nil, false, e.err
@@ -168,7 +212,8 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			p.m.evictions.Add(ctx, 1)
 		}
 		start := time.Now()
-		e.store, e.err = p.open(ns)
+		var panicked bool
+		e.store, panicked, e.err = p.openRecovered(ns)
 		p.m.openLatency.Record(ctx, time.Since(start).Seconds())
 		if e.err != nil {
 			p.mu.Lock()
@@ -176,6 +221,7 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 				p.lru.Remove(ns)
 			}
 			e.leases--
+			p.remember(ns, e.err, panicked)
 			p.mu.Unlock()
 			close(e.ready)
 			return nil, nil, false, e.err
@@ -184,6 +230,60 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 		close(e.ready)
 		return e.store, p.releaser(e), true, nil
 	}
+}
+
+func cancelled(ctx context.Context) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+}
+
+// openRecovered is open that turns a panic into an error: a file damaged
+// in a way the store's own checks miss can make bbolt panic while it
+// opens it, and that must fail this namespace's calls, not the process.
+// It reports whether the open panicked.
+func (p *Pool) openRecovered(ns memgate.Namespace) (s *storage.Store, panicked bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// What was half opened (a file handle, its lock, a mapping) is
+			// out of reach now: the namespace is not opened again.
+			p.log.Error("store open panicked", "op", "tenants.open", "namespace", string(ns),
+				"error", fmt.Sprintf("%.200v", r))
+			s, panicked, err = nil, true, errDamaged(fmt.Errorf("panic: %.200v", r))
+		}
+	}()
+	s, err = p.open(ns)
+	return s, false, err
+}
+
+// errDamaged is the error of a store whose file cannot be read.
+func errDamaged(cause error) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open", Cause: cause,
+		Message: "this namespace's store is damaged and cannot be opened; restore its file from a backup " +
+			"and restart the server"}
+}
+
+// remember keeps a failed open of ns, so that the leases that follow fail
+// at once: for the pool's life after a panic, for RetryOpenAfter after an
+// error, never for a lock held by another process. Called with p.mu held.
+func (p *Pool) remember(ns memgate.Namespace, err error, panicked bool) {
+	if !panicked && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
+		return
+	}
+	f := failure{err: err}
+	if !panicked {
+		f.until = time.Now().Add(p.opts.RetryOpenAfter)
+	}
+	if len(p.failed) >= maxFailed {
+		now := time.Now()
+		for k, old := range p.failed {
+			if !old.until.IsZero() && !now.Before(old.until) {
+				delete(p.failed, k)
+			}
+		}
+		if len(p.failed) >= maxFailed {
+			return
+		}
+	}
+	p.failed[ns] = f
 }
 
 // oldestIdle returns the least recently used store nobody leases; nil when
@@ -218,7 +318,7 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	const op = "tenants.open"
 	name := string(ns)
 	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, memgate.Internal(op, err)
+		return nil, storage.StoreError(op, err) // a full disk or a read-only filesystem is unavailable
 	}
 	// The folder and the file must be what they seem, not links that lead
 	// out of the stores folder.
@@ -229,8 +329,12 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}
-	// A failure goes back to the caller, which logs it once.
-	return storage.Open(filepath.Join(p.stores, file), p.opts.Store)
+	// A failure goes back to the caller, which logs it once. An encrypted
+	// store is bound to its namespace: a file copied from another's folder
+	// does not open.
+	opts := p.opts.Store
+	opts.Binding = name
+	return openStore(filepath.Join(p.stores, file), opts)
 }
 
 // closeEntry closes a store that has left the LRU, then lets waiters for its
@@ -315,8 +419,16 @@ func (p *Pool) Close(ctx context.Context) error {
 
 	var errs []error
 	for _, e := range all {
-		<-e.ready
-		if e.err == nil {
+		opened := false
+		select {
+		case <-e.ready:
+			opened = e.err == nil
+		case <-ctx.Done():
+			// An open still running past the deadline: its store, if it
+			// ever opens, is left to the process's exit.
+			errs = append(errs, errors.New("a store was still opening when the pool closed"))
+		}
+		if opened {
 			if err := e.store.Close(); err != nil {
 				errs = append(errs, err)
 			}

@@ -127,7 +127,8 @@ func TestServeHTTPMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "stats", Arguments: map[string]any{}}); err != nil {
+	// A write, which opens (creates) its store: a read of a namespace without one opens nothing.
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "remember", Arguments: map[string]any{"text": "a memory"}}); err != nil {
 		t.Fatal(err)
 	}
 	cs.Close()

@@ -85,16 +85,18 @@ func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server
 // ("" for none: a transport that authenticates nobody).
 func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScope string) (*server.Server, error) {
 	srv, err := server.New(server.Options{
-		Lease:         server.LeaseOf(pool.Lease),
-		Resolve:       r.Resolve,
-		Logger:        a.log,
-		DisabledTools: a.cfg.DisableTool,
-		NamespaceArg:  a.cfg.NamespaceArg,
-		WriteMode:     a.cfg.WriteMode,
-		MaxTextBytes:  a.cfg.MaxMemoryBytes,
-		AllowSecrets:  a.cfg.AllowSecrets,
-		WriteScope:    writeScope,
-		Version:       moduleVersion(),
+		Lease:            server.LeaseOf(pool.Lease),
+		LeaseRead:        server.LeaseOf(pool.LeaseRead),
+		Resolve:          r.Resolve,
+		Logger:           a.log,
+		DisabledTools:    a.cfg.DisableTool,
+		NamespaceArg:     a.cfg.NamespaceArg,
+		WriteMode:        a.cfg.WriteMode,
+		MaxTextBytes:     a.cfg.MaxMemoryBytes,
+		AllowSecrets:     a.cfg.AllowSecrets,
+		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		WriteScope:       writeScope,
+		Version:          moduleVersion(),
 	})
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses

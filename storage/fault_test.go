@@ -1,0 +1,290 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memgate/memgate"
+)
+
+// queued waits until n writes wait in the committer's queue.
+func queued(c *committer, n int) {
+	for {
+		c.mu.Lock()
+		l := len(c.queue)
+		c.mu.Unlock()
+		if l >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// fault reads a page that is no longer mapped, as a read of a damaged
+// file's pages beyond its end does.
+func fault(t testing.TB) byte {
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Munmap(b); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
+}
+
+// A write that panics, alone or with others queued behind and beside it,
+// fails with an error; the others land, the committer goes on taking
+// writes, and Close returns.
+func TestPanickingWriteDoesNotWedgeTheCommitter(t *testing.T) {
+	ctx := context.Background()
+	for _, lead := range []bool{true, false} {
+		t.Run(fmt.Sprintf("the panicking write leads: %v", lead), func(t *testing.T) {
+			s := openTest(t)
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			errs := make([]error, 6)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[0] = s.write.do(func(t *txn) error {
+					<-release
+					if lead {
+						panic("a bug in a write")
+					}
+					return nil
+				})
+			}()
+			for {
+				s.write.mu.Lock()
+				leading := s.write.leading
+				s.write.mu.Unlock()
+				if leading {
+					break
+				}
+				runtime.Gosched()
+			}
+			for i := 1; i < len(errs); i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i == 3 && !lead {
+						errs[i] = s.write.do(func(t *txn) error { panic("a bug in a queued write") })
+						return
+					}
+					_, _, errs[i] = s.Put(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: "queued behind a panic"})
+				}()
+			}
+			queued(s.write, len(errs)-1)
+			close(release)
+			wg.Wait()
+			bad := 3
+			if lead {
+				bad = 0
+			}
+			for i, err := range errs {
+				switch {
+				case i == bad && memgate.ErrorCode(err) != memgate.CodeInternal:
+					t.Errorf("panicking write: err = %v, want internal", err)
+				case i != bad && i != 0 && err != nil:
+					t.Errorf("write %d: %v", i, err)
+				}
+			}
+			for i := 1; i < len(errs); i++ {
+				if i == bad {
+					continue
+				}
+				if _, err := s.Get(ctx, fmt.Sprint("m", i)); err != nil {
+					t.Errorf("Get m%d: %v", i, err)
+				}
+			}
+			if _, _, err := s.Put(ctx, memgate.Write{ID: "after", Text: "a write after the panic"}); err != nil {
+				t.Fatalf("write after the panic: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		})
+	}
+}
+
+// A fault inside a write marks the store damaged: the write and those
+// queued with it fail with unavailable, later calls fail at once, and Close
+// returns.
+func TestFaultInAWriteMarksTheStoreDamaged(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	put(t, s, memgate.Write{ID: "before", Text: "written before the fault"})
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs[0] = s.write.do(func(*txn) error {
+			<-release
+			fault(t)
+			return nil
+		})
+	}()
+	for {
+		s.write.mu.Lock()
+		leading := s.write.leading
+		s.write.mu.Unlock()
+		if leading {
+			break
+		}
+		runtime.Gosched()
+	}
+	for i := 1; i < len(errs); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = s.Put(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: "queued behind a fault"})
+		}()
+	}
+	queued(s.write, len(errs)-1)
+	close(release)
+	wg.Wait()
+	if !wantDamaged(t, "faulting write", errs[0]) {
+		return
+	}
+	for i, err := range errs[1:] {
+		if err != nil {
+			wantDamaged(t, fmt.Sprint("queued write ", i+1), err)
+		}
+	}
+	_, _, err := s.Put(ctx, memgate.Write{ID: "after", Text: "a write after the fault"})
+	wantDamaged(t, "write after the fault", err)
+	_, err = s.Get(ctx, "before")
+	wantDamaged(t, "read after the fault", err)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// wantDamaged checks that err is the error of a damaged store.
+func wantDamaged(t testing.TB, what string, err error) bool {
+	t.Helper()
+	var e *memgate.Error
+	if !errors.As(err, &e) || e.Code != memgate.CodeUnavailable || !strings.Contains(e.Message, "damaged") ||
+		!strings.Contains(e.Message, "backup") {
+		t.Errorf("%s: err = %v, want unavailable: damaged", what, err)
+		return false
+	}
+	return true
+}
+
+// A damaged store file, damaged in each way a disk or a person can damage
+// it, fails its own calls with unavailable (or, where the damage hid a
+// memory, not_found), never crashes the process, and leaves other stores
+// alone.
+func TestDamagedStoreFailsItsOwnCalls(t *testing.T) {
+	fixture := damageFixture(t)
+	const page = 4096
+	pages := len(fixture) / page
+	type damageCase struct {
+		name        string
+		file        []byte
+		wantDamaged bool // the damage is certain to be found
+	}
+	var cases []damageCase
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 8 {
+		b := bytes.Clone(fixture)
+		for range 4 << trial % 64 {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+		cases = append(cases, damageCase{name: fmt.Sprint("random flips, trial ", trial), file: b})
+	}
+	for _, n := range []int{1, 100, page + 100, 2 * page, 3 * page, len(fixture) / 2, len(fixture) - 1} {
+		cases = append(cases, damageCase{name: fmt.Sprint("cut to ", n, " bytes"), file: fixture[:n], wantDamaged: n < 2*page})
+	}
+	for p := range pages {
+		b := bytes.Clone(fixture)
+		clear(b[p*page : (p+1)*page])
+		cases = append(cases, damageCase{name: fmt.Sprint("page ", p, " zeroed"), file: b})
+	}
+	for p := range pages {
+		b := bytes.Clone(fixture)
+		for i := p * page; i < (p+1)*page; i++ {
+			b[i] = byte(rng.Uint32())
+		}
+		cases = append(cases, damageCase{name: fmt.Sprint("page ", p, " overwritten with noise"), file: b})
+	}
+	both := bytes.Clone(fixture)
+	clear(both[16:64])
+	clear(both[page+16 : page+64])
+	cases = append(cases, damageCase{name: "both meta pages corrupt", file: both, wantDamaged: true})
+	one := bytes.Clone(fixture)
+	one[page+20] ^= 0xff
+	cases = append(cases, damageCase{name: "one meta page corrupt", file: one})
+
+	found := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, c.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			errs := exerciseDamaged(t, path)
+			if c.wantDamaged && !errors.Is(errs[0], ErrDamaged) {
+				t.Errorf("Open: err = %v, want the damaged store's", errs[0])
+			}
+			for _, err := range errs {
+				if errors.Is(err, ErrDamaged) {
+					wantDamaged(t, "a damaged store's call", err)
+					found++
+					break
+				}
+			}
+		})
+	}
+	// Random damage may miss every page in use, but not across all cases.
+	if found < len(cases)/3 {
+		t.Errorf("damage found in %d of %d cases", found, len(cases))
+	}
+	s := openTest(t)
+	put(t, s, memgate.Write{ID: "healthy", Text: "another store is unaffected"})
+	if _, err := s.Get(context.Background(), "healthy"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A damaged store's file is closed when the store closes: the lock is
+// released, and a restored file opens in its place.
+func TestDamagedStoreReleasesItsFile(t *testing.T) {
+	fixture := damageFixture(t)
+	path := filepath.Join(t.TempDir(), FileName)
+	b := bytes.Clone(fixture)
+	clear(b[16:64])
+	clear(b[4096+16 : 4096+64])
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{NoSync: true}); !wantDamaged(t, "Open", err) {
+		return
+	}
+	if err := os.WriteFile(path, fixture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("Open of the restored file: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "m1"); err != nil {
+		t.Fatalf("Get from the restored file: %v", err)
+	}
+}
