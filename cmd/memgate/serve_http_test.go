@@ -210,3 +210,55 @@ func TestServeHTTPMetricLabelsAreNotTheCallers(t *testing.T) {
 	}
 	t.Logf("/metrics: %d series, %d then %d bytes", series, size, size2)
 }
+
+// TestServeHTTPSessionGivesEachTokenItsOwnRights: two JWTs of one subject,
+// one reading and writing team-a, one reading team-b only. The second, sent
+// on the first one's session, has its own rights there.
+func TestServeHTTPSessionGivesEachTokenItsOwnRights(t *testing.T) {
+	p := newIDP(t)
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--jwt-issuer", testIss, "--jwt-audience", testAud,
+		"--jwt-jwks-file", p.path, "--namespace-strategy", "token", "--namespace-arg")
+	strong := p.token(t, "erin", "memory:read memory:write", map[string]any{"memgate_namespace": []string{"team-a"}})
+	weak := p.token(t, "erin", "memory:read", map[string]any{"memgate_namespace": []string{"team-b"}})
+	post := func(token, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post(strong, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	post(strong, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call := func(token, tool, args string) string {
+		_, b := post(token, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, args))
+		return b
+	}
+	if b := call(strong, "remember", `{"id":"plan","text":"team-a's plan"}`); !strings.Contains(b, `"created":true`) {
+		t.Fatalf("the strong token remembers: %s", b)
+	}
+	for _, c := range []struct{ tool, args string }{
+		{"remember", `{"text":"written with a read-only token"}`},
+		{"get", `{"id":"plan","namespace":"team-a"}`},
+	} {
+		if b := call(weak, c.tool, c.args); !strings.Contains(b, `"code":"forbidden"`) {
+			t.Errorf("the weak token's %s on the strong token's session: %s", c.tool, b)
+		}
+	}
+	if b := call(weak, "stats", `{}`); !strings.Contains(b, `"namespace":"team-b"`) {
+		t.Errorf("the weak token's stats on the strong token's session: %s", b)
+	}
+}
