@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 ## test: everything CI runs — vet, unit tests under the race detector
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
 ## end-to-end suite, and the MCP conformance suite.
-test: vet unit fuzz-brief bench-smoke e2e conformance
+test: vet unit fuzz-brief bench-smoke e2e conformance launchers
 
 vet:
 	$(GO) vet $(PKGS)
@@ -83,3 +83,14 @@ bench:
 
 build:
 	$(GO) build -o bin/ ./...
+
+## release: the release assets in dist/ (or DIST=folder): memgate-<os>-<arch>[.exe]
+## for linux, darwin and windows on amd64 and arm64 (PLATFORMS="linux/amd64 …"
+## for fewer), reproducible, with SHA256SUMS and the launchers' checksum tables.
+## launchers: the npm and Python launchers against a release of the host
+## platform served on 127.0.0.1 (docs/INSTALL.md).
+.PHONY: release launchers
+release:
+	scripts/release.sh
+launchers:
+	node --test launchers/test/

@@ -14,7 +14,26 @@ type buildInfo struct {
 	GoVersion string
 }
 
+// Stamped by the release build (scripts/release.sh) with -ldflags -X, which
+// builds with -buildvcs=false so that the bytes depend on the sources alone.
+var (
+	stampVersion  string // "v0.1.0"
+	stampCommit   string // the commit's full hash
+	stampModified string // "true" when the work tree had changes
+)
+
 func readBuildInfo() buildInfo {
+	bi := readModuleInfo()
+	if stampVersion != "" {
+		bi.Version = stampVersion
+	}
+	if stampCommit != "" {
+		bi.Commit, bi.Modified = stampCommit, stampModified == "true"
+	}
+	return bi
+}
+
+func readModuleInfo() buildInfo {
 	bi := buildInfo{Version: "(devel)"}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

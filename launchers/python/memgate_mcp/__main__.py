@@ -1,0 +1,5 @@
+import sys
+
+from memgate_mcp import main
+
+sys.exit(main())
