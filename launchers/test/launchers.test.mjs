@@ -318,7 +318,12 @@ function launcherTests(name, setup) {
       assert.equal(rem.result.structuredContent.created, true);
 
       s.child.kill('SIGTERM');
+      // A launcher that keeps the signal to itself never ends: stop it, and fail.
+      let kept = false;
+      const guard = setTimeout(() => { kept = true; s.child.kill('SIGKILL'); }, 60000);
       const { code, signal } = await s.exited;
+      clearTimeout(guard);
+      assert.equal(kept, false, 'the launcher did not end on SIGTERM');
       assert.equal(signal, null, `the launcher ended by ${signal}, not with the server's exit code`);
       assert.equal(code, 0, s.stderr());
       // The server shut down and let go of its store, with the memory in it.
