@@ -6,6 +6,7 @@ depend on the files alone: fixed times and modes, sorted names.
 """
 
 import base64
+import gzip
 import hashlib
 import io
 import os
@@ -89,13 +90,19 @@ def build_sdist(sdist_directory, config_settings=None):
     root = "%s-%s" % (p["name"].replace("-", "_"), p["version"])
     name = root + ".tar.gz"
     members = ["pyproject.toml", "README.md", "memgate_build.py"] + [n for n, _ in _package_files()]
-    with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as t:
+    with open(os.path.join(sdist_directory, name), "wb") as raw, gzip.GzipFile(
+        fileobj=raw, mode="wb", mtime=0, filename=""
+    ) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as t:
         for m in members:
             with open(os.path.join(_HERE, m), "rb") as f:
                 data = f.read()
             ti = tarfile.TarInfo(root + "/" + m)
             ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
             t.addfile(ti, io.BytesIO(data))
+        info = _metadata()[1].encode()
+        ti = tarfile.TarInfo(root + "/PKG-INFO")
+        ti.size, ti.mode, ti.mtime = len(info), 0o644, 0
+        t.addfile(ti, io.BytesIO(info))
     return name
 
 
