@@ -326,3 +326,21 @@ func TestOpenFindsDamageBboltWouldActOn(t *testing.T) {
 	}
 	s.Close()
 }
+
+// BenchmarkOpenChecked opens a store of 50,000 memories (about 24 MB) and
+// closes it: the cost of the page check at open, against BenchmarkOpenClose.
+func BenchmarkOpenChecked(b *testing.B) {
+	s, _ := benchStore(b, 50000, false)
+	path := s.Path()
+	s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
