@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -343,4 +344,24 @@ func BenchmarkOpenChecked(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A file cut short while its store is open fails a backup as damage.
+func TestBackupOfAFileCutShortIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, damageFixture(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Truncate(path, 3*4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Backup(context.Background(), io.Discard)
+	wantDamaged(t, "Backup", err)
+	_, err = s.Get(context.Background(), "m1")
+	wantDamaged(t, "Get after the damage was found", err)
 }
