@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,29 +62,6 @@ func fill(t *testing.T, dir string) string {
 		}
 	}
 	return path
-}
-
-// distinctWords is a text of n words no other memory holds.
-func distinctWords(doc, n int) string {
-	var b strings.Builder
-	for j := range n {
-		b.WriteString(word(doc, j))
-		b.WriteByte(' ')
-	}
-	return b.String()
-}
-
-// word is the j-th word of distinctWords(doc, ...), letters only so that it
-// is one term.
-func word(doc, j int) string {
-	letters := func(n int) string {
-		s := []byte(strconv.Itoa(n))
-		for i, c := range s {
-			s[i] = "bcdfghjklm"[c-'0']
-		}
-		return string(s)
-	}
-	return "q" + letters(doc) + "v" + letters(j) + "x"
 }
 
 // wantCondition fails the test unless err is unavailable and names the

@@ -283,7 +283,7 @@ func (d docSet) has(doc uint64) bool {
 // their records, more are met walking the creation index, tested against
 // the gathered set or, past gatherMax, by probing the lists, where a page
 // fills in about limit × memories / gatherMax steps.
-const (
+var (
 	gatherMax = 4096
 	byRecord  = 256
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,29 @@ import (
 
 	"github.com/memgate/memgate"
 )
+
+// distinctWords is a text of n words no other memory holds.
+func distinctWords(doc, n int) string {
+	var b strings.Builder
+	for j := range n {
+		b.WriteString(word(doc, j))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// word is the j-th word of distinctWords(doc, ...), letters only so that it
+// is one term.
+func word(doc, j int) string {
+	letters := func(n int) string {
+		s := []byte(strconv.Itoa(n))
+		for i, c := range s {
+			s[i] = "bcdfghjklm"[c-'0']
+		}
+		return string(s)
+	}
+	return "q" + letters(doc) + "v" + letters(j) + "x"
+}
 
 // bigWords is a text of about size bytes of words no other memory holds.
 func bigWords(doc, size int) string {
