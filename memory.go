@@ -15,6 +15,28 @@ const (
 	MaxMetadataBytes    = 8 << 10
 )
 
+// DefaultMaxResponseBytes is the default of --max-response-bytes: no
+// answer of a tool is larger than this much JSON.
+const DefaultMaxResponseBytes = 4 << 20
+
+// MinResponseBytes is the smallest --max-response-bytes that holds the
+// largest legal memory in a tool's answer, with a text of maxTextBytes (0:
+// the default): a tool result carries its data twice, once as structured
+// content and once as a JSON string inside the text content, so a text byte
+// that JSON writes as an escape (\u0001) costs up to 13 bytes on the wire; id,
+// title, tags and metadata together stay under responseFieldsBytes.
+func MinResponseBytes(maxTextBytes int) int {
+	if maxTextBytes <= 0 {
+		maxTextBytes = DefaultMaxTextBytes
+	}
+	return 13*maxTextBytes + responseFieldsBytes
+}
+
+// responseFieldsBytes bounds what a memory's fields other than its text
+// can cost on the wire (worst case about 125 KiB: metadata of 8 KiB of "<",
+// each written \u003c twice), with room for the answer around it.
+const responseFieldsBytes = 512 << 10
+
 // Memory is one stored memory as clients see it.
 type Memory struct {
 	ID        string         `json:"id"`
@@ -88,7 +110,7 @@ type Receipt struct {
 	EmbeddingVersion string `json:"embedding_version,omitempty"`
 	SemanticFallback string `json:"semantic_fallback,omitempty"`
 	Candidates       int    `json:"candidates"`
-	Truncated        bool   `json:"truncated,omitempty"` // the budget cut hits off
+	Truncated        bool   `json:"truncated,omitempty"` // the budget or the size of the answer cut hits off
 }
 
 // Result is the answer to a Query.
@@ -117,6 +139,12 @@ type ListQuery struct {
 	Order  string // one of the Order constants; "" means OrderUpdatedDesc
 	Tags   []string
 	Filter map[string]any
+	// Take, when set, is asked about each memory before it joins the page,
+	// with its index in the page: false ends the page before it, with a
+	// cursor that starts the next page at it. The first memory of a page
+	// joins it whatever Take says, so every page makes progress. A store may
+	// start a page over (from index 0) while it builds it.
+	Take func(i int, m Memory) bool
 }
 
 // Page is one page of a listing. NextCursor is empty on the last page.

@@ -76,7 +76,10 @@ type StaticOptions struct {
 	// AllScopes are the scopes of MEMGATE_TOKEN and of a file entry that
 	// lists none: the read and the write scope.
 	AllScopes []string
-	Logger    *slog.Logger
+	// ReloadEvery is how often the tokens file is checked for a change; 0
+	// means once a second.
+	ReloadEvery time.Duration
+	Logger      *slog.Logger
 }
 
 // NewStaticTokens checks the token and reads the tokens file.
@@ -84,6 +87,9 @@ func NewStaticTokens(o StaticOptions) (*StaticTokens, error) {
 	s := &StaticTokens{path: o.File, all: slices.Clone(o.AllScopes), log: o.Logger, reloadGap: tokensReloadEvery}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if o.ReloadEvery > 0 {
+		s.reloadGap = o.ReloadEvery
 	}
 	if o.Token != "" {
 		if err := CheckStaticToken(o.Token); err != nil {
@@ -213,6 +219,9 @@ type tokenLine struct {
 	Scopes     *[]string `json:"scopes"`
 }
 
+// tokenFields are the keys of a tokens-file line.
+var tokenFields = []string{"sha256", "subject", "namespaces", "namespace", "scopes"}
+
 // parseTokensFile reads a tokens file: JSON Lines, one token a line, blank
 // lines and lines starting with # ignored:
 //
@@ -260,14 +269,26 @@ func parseTokensFile(r io.Reader, allScopes []string) ([]staticEntry, error) {
 }
 
 func parseTokenLine(line []byte, allScopes []string) (staticEntry, error) {
-	var tl tokenLine
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&tl); err != nil {
+	// Keys are matched exactly and only once: encoding/json alone would
+	// let "NAMESPACES": null after "namespaces" widen the token to every
+	// namespace.
+	members, err := memgate.StrictObject(line, tokenFields)
+	switch {
+	case errors.Is(err, memgate.ErrDuplicateKey):
+		return staticEntry{}, errors.New("a field is given twice")
+	case errors.Is(err, memgate.ErrUnknownKey):
+		return staticEntry{}, errors.New("a field is not one of sha256, subject, namespaces, namespace and scopes (names are lower case)")
+	case err != nil:
 		return staticEntry{}, errors.New("not a JSON object with the fields sha256, subject, namespaces, namespace and scopes")
 	}
-	if dec.More() {
-		return staticEntry{}, errors.New("more than one JSON value")
+	for _, name := range []string{"namespaces", "scopes"} {
+		if v, ok := members[name]; ok && string(bytes.TrimSpace(v)) == "null" {
+			return staticEntry{}, fmt.Errorf("%s is null; leave it out for the default", name)
+		}
+	}
+	var tl tokenLine
+	if err := json.Unmarshal(line, &tl); err != nil {
+		return staticEntry{}, errors.New("not a JSON object with the fields sha256, subject, namespaces, namespace and scopes")
 	}
 	var e staticEntry
 	if len(tl.SHA256) != 2*sha256.Size {

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -124,7 +125,12 @@ func TestTokensFileErrors(t *testing.T) {
 	cases := []struct{ name, content, want string }{
 		{"not JSON", `{"sha256":`, "line 1"},
 		{"an unknown field", line(`{"sha256":"%s","subject":"a","admin":true}`), "line 1"},
-		{"two values on a line", line(`{"sha256":"%s","subject":"a"} {}`), "more than one"},
+		{"two values on a line", line(`{"sha256":"%s","subject":"a"} {}`), "not a JSON object"},
+		{"a field name in other case", line(`{"sha256":"%s","subject":"a","namespaces":["x"],"NAMESPACES":null}`), "names are lower case"},
+		{"a field in other case alone", line(`{"sha256":"%s","Subject":"a"}`), "names are lower case"},
+		{"a field given twice", line(`{"sha256":"%s","subject":"a","namespaces":["x"],"namespaces":["x","y"]}`), "given twice"},
+		{"namespaces null", line(`{"sha256":"%s","subject":"a","namespaces":null}`), "namespaces is null"},
+		{"scopes null", line(`{"sha256":"%s","subject":"a","scopes":null}`), "scopes is null"},
 		{"a short digest", `{"sha256":"abcd","subject":"a"}`, "64 hex"},
 		{"a digest that is not hex", `{"sha256":"` + strings.Repeat("z", 64) + `","subject":"a"}`, "64 hex"},
 		{"no subject", line(`{"sha256":"%s"}`), "subject"},
@@ -232,7 +238,9 @@ func FuzzTokensFile(f *testing.F) {
 	for _, s := range []string{
 		`{"sha256":"` + d + `","subject":"a"}`,
 		`{"sha256":"` + d + `","subject":"a","namespaces":["x","y"],"namespace":"y","scopes":["memory:read"]}`,
-		"# c\n\n{}", `{"sha256":"` + d + `","subject":"a","Subject":"b"}`, `[]`, `{"sha256":null}`, "\x00",
+		"# c\n\n{}", `{"sha256":"` + d + `","subject":"a","Subject":"b"}`,
+		`{"sha256":"` + d + `","subject":"a","namespaces":["x"],"NAMESPACES":null}`,
+		`{"sha256":"` + d + `","subject":"a","scopes":[],"scopes":["memory:read"]}`, `[]`, `{"sha256":null}`, "\x00",
 	} {
 		f.Add(s)
 	}
@@ -240,6 +248,33 @@ func FuzzTokensFile(f *testing.F) {
 		entries, err := parseTokensFile(strings.NewReader(s), allScopes)
 		if err != nil {
 			return
+		}
+		// Every line accepted names each field exactly, at most once.
+		for _, line := range strings.Split(s, "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			dec := json.NewDecoder(strings.NewReader(line))
+			if _, err := dec.Token(); err != nil {
+				t.Fatalf("accepted a line that is not JSON: %q", line)
+			}
+			seen := map[string]bool{}
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := tok.(string)
+				if seen[key] || !slices.Contains([]string{"sha256", "subject", "namespaces", "namespace", "scopes"}, key) {
+					t.Fatalf("accepted a line with the key %q twice or in other case: %q", key, line)
+				}
+				seen[key] = true
+				var v json.RawMessage
+				if err := dec.Decode(&v); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		for _, e := range entries {
 			p := e.principal

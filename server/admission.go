@@ -307,7 +307,11 @@ func (g *Gateway) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 type tokenInfoKey struct{}
 
 // authenticate establishes the caller, when the gateway has an
-// Authenticator, and puts it in the request's context for the handlers.
+// Authenticator, and puts its token information in the request's context,
+// where the SDK's bearer middleware finds it and hands it to this request's
+// handlers (see TokenInfoPrincipal). The principal itself is not put in the
+// context: a session's handlers run under the context of the request that
+// opened it.
 func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if g.opts.Auth == nil {
@@ -326,8 +330,7 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return g.refuse(c, status, http.StatusText(status))
 		}
-		ctx := WithPrincipal(r.Context(), p)
-		ctx = context.WithValue(ctx, tokenInfoKey{}, NewTokenInfo(p, expires))
+		ctx := context.WithValue(r.Context(), tokenInfoKey{}, NewTokenInfo(p, expires))
 		c.SetRequest(r.WithContext(ctx))
 		return next(c)
 	}

@@ -27,7 +27,10 @@ var errNotObject = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 
 // decodeArgs splits raw into its fields. Arguments that are missing or null
 // are an empty object; any other value that is not an object is errNotObject.
-// A field outside allowed, or given twice, is invalid_argument.
+// A field outside allowed, or given twice, is invalid_argument; so is one
+// holding a string that is not valid UTF-8 or has a lone surrogate escape,
+// which Go's decoder would turn into U+FFFD. Keys are matched exactly, case
+// included.
 func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -55,6 +58,9 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 		if !contains(allowed, key) {
 			return nil, memgate.Invalid(fieldName(key), "unknown argument; this tool takes only the arguments its input schema lists")
 		}
+		if !memgate.ValidJSONText(v) {
+			return nil, badText(key)
+		}
 		if _, dup := a[key]; dup {
 			return nil, memgate.Invalid(key, "%s is given more than once", key)
 		}
@@ -66,7 +72,15 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errNotObject
 	}
+	if !memgate.ValidJSONText(raw) { // a key, then
+		return nil, badText("arguments")
+	}
 	return a, nil
+}
+
+// badText refuses a field that holds invalid UTF-8 or a lone surrogate.
+func badText(field string) error {
+	return memgate.Invalid(field, "%s must be valid UTF-8: no invalid bytes, no lone surrogate escapes (\\ud800-\\udfff)", field)
 }
 
 // fieldName returns an unknown argument's name for details.field when it is

@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/tenants"
 )
@@ -45,6 +50,7 @@ func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOption
 	t.Helper()
 	if sopts.Lease == nil {
 		sopts.Lease = server.LeaseOf(pool.Lease)
+		sopts.LeaseRead = server.LeaseOf(pool.LeaseRead)
 	}
 	srv, err := server.New(sopts)
 	if err != nil {
@@ -854,6 +860,218 @@ func TestGatewayClosesAConnectionPastItsLifetime(t *testing.T) {
 	}
 }
 
+// TestGatewayAuthorizesEveryRequestWithItsOwnToken: a session binds its
+// subject, not the rights of the token that opened it. Another token of the
+// same subject gets its own rights on that session, and a token revoked in
+// the tokens file loses the session at once.
+func TestGatewayAuthorizesEveryRequestWithItsOwnToken(t *testing.T) {
+	const tokenA, tokenB = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
+	file := filepath.Join(t.TempDir(), "tokens.jsonl")
+	line := func(token, ns string, scopes string) string {
+		sum := sha256.Sum256([]byte(token))
+		return fmt.Sprintf(`{"sha256":%q,"subject":"carol","namespaces":[%q],"scopes":%s}`, hex.EncodeToString(sum[:]), ns, scopes)
+	}
+	write := func(lines ...string) {
+		if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(line(tokenA, "x", `["memory:read","memory:write"]`), line(tokenB, "y", `["memory:read"]`))
+	static, err := auth.NewStaticTokens(auth.StaticOptions{File: file, ReloadEvery: time.Nanosecond,
+		AllScopes: []string{"memory:read", "memory:write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, err := auth.New(auth.Options{Static: static, ReadScope: "memory:read", WriteScope: "memory:write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &tenants.Resolver{Strategy: tenants.Token, AllowArg: true}
+	g := startGateway(t, server.GatewayOptions{Auth: authn},
+		server.Options{Resolve: r.Resolve, NamespaceArg: true, WriteScope: "memory:write"})
+	a := map[string]string{"Authorization": "Bearer " + tokenA}
+	b := map[string]string{"Authorization": "Bearer " + tokenB}
+
+	const v = "2025-11-25"
+	id := g.initialize(v, a)
+	if res, s := g.call(id, v, "remember", `{"text":"carol's plan","id":"plan"}`, a); s != 200 || res["created"] != true {
+		t.Fatalf("token A remembers in x: %d %v", s, res)
+	}
+	for _, c := range []struct{ tool, args, want string }{
+		{"remember", `{"text":"written with a read-only token"}`, "forbidden"},
+		{"forget", `{"id":"plan","namespace":"y"}`, "forbidden"},
+		{"get", `{"id":"plan","namespace":"x"}`, "forbidden"},
+		{"search", `{"query":"plan","namespace":"x"}`, "forbidden"},
+		{"stats", `{}`, ""},
+	} {
+		res, s := g.call(id, v, c.tool, c.args, b)
+		if s != 200 {
+			t.Fatalf("token B %s on A's session: HTTP %d", c.tool, s)
+		}
+		code := ""
+		if e, ok := res["error"].(map[string]any); ok {
+			code, _ = e["code"].(string)
+		}
+		if code != c.want {
+			t.Errorf("token B %s %s on A's session: code %q, want %q (%v)", c.tool, c.args, code, c.want, res)
+		}
+		if c.tool == "stats" && res["namespace"] != "y" {
+			t.Errorf("token B's stats on A's session name %v, want y", res["namespace"])
+		}
+	}
+	// Narrowed: A loses the write scope on its live session.
+	write(line(tokenA, "x", `["memory:read"]`), line(tokenB, "y", `["memory:read"]`))
+	if res, _ := g.call(id, v, "remember", `{"text":"after narrowing"}`, a); res["error"] == nil {
+		t.Fatalf("a narrowed token still writes: %v", res)
+	}
+	if res, s := g.call(id, v, "get", `{"id":"plan"}`, a); s != 200 || res["memory"] == nil {
+		t.Fatalf("a narrowed token lost its read: %d %v", s, res)
+	}
+	// Revoked: A's next request is refused.
+	write(line(tokenB, "y", `["memory:read"]`))
+	if _, s := g.call(id, v, "get", `{"id":"plan"}`, a); s != http.StatusUnauthorized {
+		t.Fatalf("a revoked token on its live session: HTTP %d, want 401", s)
+	}
+}
+
+// batch POSTs a JSON-RPC batch in session id and returns the status and body.
+func (g *gateway) batch(session string, msgs []string) (int, []byte) {
+	g.t.Helper()
+	resp := g.post(rpc{body: "[" + strings.Join(msgs, ",") + "]", session: session, version: "2025-03-26"})
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	id := g.initialize("2025-03-26", nil)
+	pings := func(n int) []string {
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+		}
+		return msgs
+	}
+	status, body := g.batch(id, pings(server.MaxBatch))
+	var answers []struct {
+		ID     int64           `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(body, &answers); status != 200 || err != nil || len(answers) != server.MaxBatch {
+		t.Fatalf("a batch of %d: %d, %d answers (%v) %s", server.MaxBatch, status, len(answers), err, body)
+	}
+	status, body = g.batch(id, pings(server.MaxBatch+1))
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "at most 32") {
+		t.Fatalf("a batch of %d: %d %s", server.MaxBatch+1, status, body)
+	}
+	// A batch that holds initialize, or a malformed message, is refused whole.
+	for name, msgs := range map[string][]string{
+		"initialize":                 {strings.Replace(initBody("2025-03-26"), `"id":1`, `"id":"i"`, 1)},
+		"a malformed message":        {`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":2,"Method":"ping"}`},
+		"a message with params null": {`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`},
+	} {
+		if status, body := g.batch(id, msgs); status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
+			t.Errorf("a batch with %s: %d %s", name, status, body)
+		}
+	}
+	// Notifications alone are accepted without an answer.
+	if status, body := g.batch(id, []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`}); status != http.StatusAccepted || len(body) != 0 {
+		t.Fatalf("a batch of notifications: %d %s", status, body)
+	}
+}
+
+// TestGatewayBatchAnswersCountTogether: a batch's answers together are
+// bounded by MaxResponseBytes: at the size of its answers it is served, one
+// byte below it refused.
+func TestGatewayBatchAnswersCountTogether(t *testing.T) {
+	pool := newPool(t, 0)
+	seed := startGatewayOn(t, pool, server.GatewayOptions{}, server.Options{})
+	sid := seed.initialize("2025-11-25", nil)
+	for i := range 20 {
+		if res, s := seed.call(sid, "2025-11-25", "remember", fmt.Sprintf(`{"id":"m%d","text":%q}`, i, strings.Repeat("x", 2000)), nil); s != 200 || res["created"] != true {
+			t.Fatalf("remember: %d %v", s, res)
+		}
+	}
+	lists := make([]string, 25)
+	for i := range lists {
+		lists[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list","arguments":{}}}`, i)
+	}
+	big := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: 64 << 20}, server.Options{})
+	status, body := big.batch(big.initialize("2025-03-26", nil), lists)
+	if status != 200 || !json.Valid(body) || len(body) < 25*20*2000 {
+		t.Fatalf("25 lists under a large bound: %d, %d bytes", status, len(body))
+	}
+	size := int64(len(body))
+	at := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size}, server.Options{})
+	if status, got := at.batch(at.initialize("2025-03-26", nil), lists); status != 200 || int64(len(got)) != size {
+		t.Fatalf("25 lists at a bound of their size: %d, %d bytes of %d", status, len(got), size)
+	}
+	below := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size - 1}, server.Options{})
+	status, got := below.batch(below.initialize("2025-03-26", nil), lists)
+	if status != http.StatusBadRequest || !strings.Contains(string(got), `"code":-32600`) || len(got) > 512 {
+		t.Fatalf("25 lists one byte past the bound: %d %.300s", status, got)
+	}
+}
+
+// TestGatewayAnswersMalformedMessagesInJSON: what the SDK would answer in
+// plain text, drop with a 202, or answer under a changed id, the gateway
+// refuses with a JSON-RPC error in JSON, in a session and statelessly.
+func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	id := g.initialize("2025-11-25", nil)
+	for _, c := range []struct {
+		name, body string
+		code       int64
+		id         string
+	}{
+		{"params null on tools/call", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":null}`, -32602, "3"},
+		{"no params on tools/call", `{"jsonrpc":"2.0","id":4,"method":"tools/call"}`, -32602, "4"},
+		{"params null on resources/read", `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":null}`, -32602, "5"},
+		{"Method for method", `{"jsonrpc":"2.0","id":6,"Method":"tools/call","params":{"name":"stats"}}`, -32600, "6"},
+		{"ID beside id", `{"jsonrpc":"2.0","id":7,"ID":8,"method":"ping"}`, -32600, "7"},
+		{"a key twice", `{"jsonrpc":"2.0","id":9,"method":"ping","method":"tools/call"}`, -32600, "null"},
+		{"a fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, -32600, "null"},
+		{"an id past int64", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}`, -32600, "null"},
+		{"an id past 2^53", `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, -32600, "null"},
+	} {
+		for _, v := range []string{"2025-11-25", server.RevisionStateless} {
+			session := id
+			if v == server.RevisionStateless {
+				session = ""
+			}
+			resp := g.post(rpc{body: c.body, session: session, version: v})
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var m struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct {
+					Code int64 `json:"code"`
+				} `json:"error"`
+			}
+			err := json.Unmarshal(b, &m)
+			gotID := string(m.ID)
+			if gotID == "" {
+				gotID = "null"
+			}
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || err != nil ||
+				m.Error.Code != c.code || gotID != c.id {
+				t.Errorf("%s (%s): %d %s %s, want 400 with %d for id %s", c.name, v, resp.StatusCode, resp.Header.Get("Content-Type"), b, c.code, c.id)
+			}
+		}
+	}
+	// The largest exact id comes back unchanged.
+	resp := g.post(rpc{body: `{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, session: id, version: "2025-11-25"})
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":9007199254740992`) {
+		t.Fatalf("ping with id 2^53: %d %s", resp.StatusCode, b)
+	}
+}
+
 // stubborn is a store whose searches run past their request's deadline:
 // each waits for its context to end, says so, and returns only when let go.
 type stubborn struct {
@@ -945,5 +1163,58 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
+	}
+}
+
+func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/mcp", "/api/v1/memory", "/a.b_c~-", "/healthz", "/metrics2"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err != nil {
+			t.Errorf("path %q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"mcp", "/", "/*", "/:x", "/mcp/*", "/mcp/:id", "/mcp/", "//mcp", "/a/../b", "/./mcp", "/m cp", "/mcp?x",
+		"/health", "/ready", "/metrics", "/.well-known", "/.well-known/oauth-protected-resource", "/.well-known/x"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+}
+
+// TestGatewayGuardsItsExtraRoutes: the protected-resource metadata is served
+// behind the Host and Origin guard, so no Host of a caller's choosing is
+// ever stated in it.
+func TestGatewayGuardsItsExtraRoutes(t *testing.T) {
+	doc := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, `{"resource":"http://%s/mcp"}`, r.Host) })
+	g := startGateway(t, server.GatewayOptions{Routes: map[string]http.Handler{"/.well-known/oauth-protected-resource/mcp": doc}}, server.Options{})
+	get := func(host, origin string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, g.base+"/.well-known/oauth-protected-resource/mcp", nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if s, b := get(g.addr, ""); s != 200 || !strings.Contains(b, g.addr) {
+		t.Fatalf("from the gateway's own host: %d %s", s, b)
+	}
+	if s, b := get("evil.example.net", ""); s != http.StatusForbidden || strings.Contains(b, "evil") {
+		t.Fatalf("from another host: %d %s", s, b)
+	}
+	if s, _ := get(g.addr, "https://evil.example.net"); s != http.StatusForbidden {
+		t.Fatalf("from another origin: %d", s)
+	}
+	srv, _ := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if _, err := srv.NewGateway(server.GatewayOptions{Routes: map[string]http.Handler{"/health": doc}}); err == nil {
+		t.Fatal("an extra route replaced /health")
 	}
 }

@@ -90,6 +90,7 @@ func newEnv(t *testing.T, opts server.Options) *env {
 	if opts.Lease == nil {
 		e.pool = newPool(t, opts.MaxTextBytes)
 		opts.Lease = server.LeaseOf(e.pool.Lease)
+		opts.LeaseRead = server.LeaseOf(e.pool.LeaseRead)
 	}
 	if opts.Resolve == nil {
 		r := &tenants.Resolver{Strategy: tenants.Fixed, AllowArg: opts.NamespaceArg}

@@ -21,7 +21,9 @@ import (
 // namespaces and checks, over HTTP through the gateway, that none of them
 // can read, search, list, export, count, change or resource-read a
 // namespace it is not allowed — through the strategy, the namespace
-// argument, or another principal's session.
+// argument, or another principal's session — and that a session opened by
+// one token of a subject gives another token of that subject its own
+// rights, not the opener's.
 func TestIsolationProperty(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -33,8 +35,7 @@ func TestIsolationProperty(t *testing.T) {
 		token string
 		p     *memgate.Principal
 	}
-	var principals []principal
-	for i := range 6 {
+	draw := func() []string {
 		var allowed []string
 		for _, ns := range namespaces {
 			if rng.IntN(3) == 0 {
@@ -44,11 +45,27 @@ func TestIsolationProperty(t *testing.T) {
 		if len(allowed) == 0 {
 			allowed = []string{namespaces[rng.IntN(len(namespaces))]}
 		}
+		return allowed
+	}
+	// Each principal has a sibling: another token of the same subject, with
+	// namespaces of its own and, half of the time, no write scope.
+	var principals, siblings []principal
+	for i := range 6 {
+		allowed := draw()
 		p := &memgate.Principal{Subject: fmt.Sprintf("user-%d", i), Namespace: allowed[0], Namespaces: allowed,
 			Scopes: []string{"memory:read", "memory:write"}}
 		tok := fmt.Sprintf("token-%d", i)
 		users[tok] = p
 		principals = append(principals, principal{tok, p})
+
+		allowed = draw()
+		scopes := []string{"memory:read"}
+		if rng.IntN(2) == 0 {
+			scopes = append(scopes, "memory:write")
+		}
+		sp := &memgate.Principal{Subject: p.Subject, Namespace: allowed[0], Namespaces: allowed, Scopes: scopes}
+		users[tok+"-sibling"] = sp
+		siblings = append(siblings, principal{tok + "-sibling", sp})
 	}
 	// An operator seeds every namespace with one memory whose text names it.
 	admin := &memgate.Principal{Subject: "admin", Namespace: namespaces[0], Namespaces: namespaces,
@@ -115,6 +132,44 @@ func TestIsolationProperty(t *testing.T) {
 		}
 		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memgate://memory/" + ids[pr.p.Namespace]}); err != nil {
 			t.Fatalf("%s could not read its own memory: %v", pr.p.Subject, err)
+		}
+	}
+
+	// A sibling token on its principal's session has its own rights: its
+	// namespaces, and writes only with the write scope.
+	for i, pr := range principals {
+		sib := siblings[i]
+		session := g.initialize("2025-11-25", map[string]string{"Authorization": "Bearer " + pr.token})
+		header := map[string]string{"Authorization": "Bearer " + sib.token}
+		for _, ns := range namespaces {
+			allowed := slices.Contains(sib.p.Namespaces, ns)
+			for _, c := range []struct {
+				tool, args string
+				write      bool
+			}{
+				{"get", fmt.Sprintf(`{"id":%q,"namespace":%q}`, ids[ns], ns), false},
+				{"list", fmt.Sprintf(`{"namespace":%q}`, ns), false},
+				{"stats", fmt.Sprintf(`{"namespace":%q}`, ns), false},
+				{"remember", fmt.Sprintf(`{"text":"a sibling's note","namespace":%q}`, ns), true},
+				{"forget", fmt.Sprintf(`{"id":"no-such-memory","namespace":%q}`, ns), true},
+			} {
+				res, status := g.call(session, "2025-11-25", c.tool, c.args, header)
+				if status != http.StatusOK {
+					t.Fatalf("%s's sibling token on its session: %s: HTTP %d", pr.p.Subject, c.tool, status)
+				}
+				code := ""
+				if e, ok := res["error"].(map[string]any); ok {
+					code, _ = e["code"].(string)
+				}
+				mayWrite := slices.Contains(sib.p.Scopes, "memory:write")
+				refused := !allowed || c.write && !mayWrite
+				switch {
+				case refused && code != string(memgate.CodeForbidden):
+					t.Fatalf("%s's sibling token reached %s through %s on the session of a stronger token: %q", pr.p.Subject, ns, c.tool, code)
+				case !refused && code == string(memgate.CodeForbidden):
+					t.Fatalf("%s's sibling token was refused its own %s through %s", pr.p.Subject, ns, c.tool)
+				}
+			}
 		}
 	}
 

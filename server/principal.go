@@ -28,11 +28,13 @@ func PrincipalFrom(ctx context.Context) *memgate.Principal {
 // TokenInfoPrincipal is the key of auth.TokenInfo.Extra under which a
 // verifier passes the *memgate.Principal it established.
 //
-// The SDK's streamable HTTP handler does not hand a request's context to the
-// handlers of a stateful session; what it does hand them is the TokenInfo that
-// auth.RequireBearerToken put in that context (as CallToolRequest.Extra). So
-// an HTTP verifier returns NewTokenInfo(principal, expiry), and the handlers
-// here find the principal either way.
+// Over HTTP the principal travels only this way. The SDK runs a stateful
+// session's handlers under the context of the request that opened the
+// session, so a principal in that context would be the opener's, for every
+// later request too. What the SDK hands each request's handler is the
+// TokenInfo that auth.RequireBearerToken put in that request's context (as
+// RequestExtra.TokenInfo): the rights of the credential the request itself
+// carries. The session binds only the subject (TokenInfo.UserID).
 const TokenInfoPrincipal = "memgate.principal"
 
 // NewTokenInfo returns the auth.TokenInfo an HTTP token verifier gives the
@@ -48,15 +50,15 @@ func NewTokenInfo(p *memgate.Principal, expires time.Time) *auth.TokenInfo {
 	}
 }
 
-// principalOf finds the caller of one request: in the context first, then in
-// the token information the transport attached to the request.
+// principalOf finds the caller of one request: the principal of the
+// credential the request carried, when the transport attached one (HTTP),
+// else the one in the context (stdio, in-process calls). A request that
+// carries token information without a principal has none: it is never
+// given the context's.
 func principalOf(ctx context.Context, extra *mcp.RequestExtra) *memgate.Principal {
-	if p := PrincipalFrom(ctx); p != nil {
+	if extra != nil && extra.TokenInfo != nil {
+		p, _ := extra.TokenInfo.Extra[TokenInfoPrincipal].(*memgate.Principal)
 		return p
 	}
-	if extra == nil || extra.TokenInfo == nil {
-		return nil
-	}
-	p, _ := extra.TokenInfo.Extra[TokenInfoPrincipal].(*memgate.Principal)
-	return p
+	return PrincipalFrom(ctx)
 }

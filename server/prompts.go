@@ -20,6 +20,9 @@ const (
 	PromptReviewMemories = "review-memories"
 )
 
+// promptNames lists every prompt.
+var promptNames = []string{PromptRecallContext, PromptSaveMemory, PromptReviewMemories}
+
 // Bounds of prompt arguments.
 const (
 	defaultRecallLimit = 5
@@ -65,15 +68,18 @@ type promptFunc func(ctx context.Context, req *mcp.GetPromptRequest, a map[strin
 // prompt wraps a prompt in what every prompt shares: the check that its
 // arguments are the declared ones, errors as JSON-RPC errors, and the log.
 func (s *Server) prompt(name string, fn promptFunc) mcp.PromptHandler {
-	return func(ctx context.Context, req *mcp.GetPromptRequest) (_ *mcp.GetPromptResult, err error) {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (res *mcp.GetPromptResult, err error) {
 		start := time.Now()
 		var (
 			ns     memgate.Namespace
 			failed error
 		)
-		defer func() { s.logCall(ctx, "prompts/get", name, ns, start, failed) }()
+		defer func() {
+			if res != nil || err != nil { // neither: a panic, which the recovery logs
+				s.logCall(ctx, "prompts/get", name, ns, start, failed)
+			}
+		}()
 		a := req.Params.Arguments
-		var res *mcp.GetPromptResult
 		res, ns, err = fn(ctx, req, a)
 		if err != nil {
 			if rpc, ok := err.(*jsonrpc.Error); ok {
@@ -139,6 +145,7 @@ func (s *Server) recallContext(ctx context.Context, req *mcp.GetPromptRequest, a
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error
 		r, err = st.Search(ctx, memgate.Query{Text: topic, Limit: limit})
+		r = fitHits(r, s.itemBudget()-len(topic)*6) // the bound on answers holds here too
 		return err
 	})
 	if err != nil {
@@ -189,6 +196,8 @@ func (s *Server) reviewMemories(ctx context.Context, req *mcp.GetPromptRequest, 
 		}
 		q.Tags = []string{tag}
 	}
+	it := newItems(s.itemBudget()) // the bound on answers holds here too
+	q.Take = func(i int, m memgate.Memory) bool { return it.take(i, m) }
 	var page memgate.Page
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error

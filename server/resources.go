@@ -167,13 +167,17 @@ func (s *Server) resourceListing(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (_ *mcp.ListResourcesResult, err error) {
+func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (out *mcp.ListResourcesResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/list", "", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/list", "", ns, start, failed)
+		}
+	}()
 	var cur string
 	if req.Params != nil {
 		cur = req.Params.Cursor
@@ -214,14 +218,15 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 }
 
 // withStore resolves the namespace of a request that is not a tool call
-// (with namespace argument nsArg, "" for none), leases its store and runs
-// fn with it and the namespace.
+// (with namespace argument nsArg, "" for none), leases its store for
+// reading (these requests only read: none creates a store) and runs fn with
+// it and the namespace.
 func (s *Server) withStore(ctx context.Context, extra *mcp.RequestExtra, nsArg string, fn func(Store, memgate.Namespace) error) (memgate.Namespace, error) {
 	ns, err := s.resolve(principalOf(ctx, extra), nsArg)
 	if err != nil {
 		return "", err
 	}
-	st, release, err := s.opts.Lease(ctx, ns)
+	st, release, err := s.leaseRead(ctx, ns)
 	if err != nil {
 		return ns, err
 	}
@@ -229,13 +234,17 @@ func (s *Server) withStore(ctx context.Context, extra *mcp.RequestExtra, nsArg s
 	return ns, fn(st, ns)
 }
 
-func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (_ *mcp.ReadResourceResult, err error) {
+func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (out *mcp.ReadResourceResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/read", "memory", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/read", "memory", ns, start, failed)
+		}
+	}()
 	uri := req.Params.URI
 	ref, ok := parseMemoryURI(uri, s.opts.NamespaceArg)
 	if !ok {
@@ -270,13 +279,17 @@ func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}}, nil
 }
 
-func (s *Server) readStats(ctx context.Context, req *mcp.ReadResourceRequest) (_ *mcp.ReadResourceResult, err error) {
+func (s *Server) readStats(ctx context.Context, req *mcp.ReadResourceRequest) (out *mcp.ReadResourceResult, err error) {
 	start := time.Now()
 	var (
 		ns     memgate.Namespace
 		failed error
 	)
-	defer func() { s.logCall(ctx, "resources/read", "stats", ns, start, failed) }()
+	defer func() {
+		if out != nil || err != nil { // neither: a panic, which the recovery logs
+			s.logCall(ctx, "resources/read", "stats", ns, start, failed)
+		}
+	}()
 	var r statsResult
 	ns, err = s.withStore(ctx, req.Extra, "", func(st Store, ns memgate.Namespace) error {
 		var err error

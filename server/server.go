@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,11 @@ const Recall = "lexical (BM25) with metadata filters"
 type Options struct {
 	// Lease gives a call the store of its namespace.
 	Lease Lease
+	// LeaseRead, when set, gives the calls that only read (and forget,
+	// which changes nothing where nothing is stored) the store of their
+	// namespace without creating one: for a namespace with no store on disk
+	// it returns one that answers as an empty store does. nil means Lease.
+	LeaseRead Lease
 	// Resolve picks a call's namespace; nil means memgate.DefaultNamespace,
 	// or the namespace argument when NamespaceArg allows one.
 	Resolve Resolve
@@ -61,6 +67,11 @@ type Options struct {
 	// MaxTextBytes bounds a memory's text (--max-memory-bytes); 0 means
 	// memgate.DefaultMaxTextBytes. It must match the stores' own bound.
 	MaxTextBytes int
+	// MaxResponseBytes bounds the JSON of one tool's answer
+	// (--max-response-bytes); 0 means memgate.DefaultMaxResponseBytes, or
+	// memgate.MinResponseBytes(MaxTextBytes) when that is larger. It must be
+	// at least memgate.MinResponseBytes(MaxTextBytes): a memory always fits.
+	MaxResponseBytes int
 	// AllowSecrets turns off the refusal of credentials in remember.
 	AllowSecrets bool
 	// WriteScope, when set, is the scope a principal needs for remember and
@@ -79,6 +90,7 @@ type Server struct {
 	log      *slog.Logger
 	resolve  Resolve
 	maxText  int
+	maxReply int
 	enabled  map[string]bool
 	handlers map[string]mcp.ToolHandler
 }
@@ -106,6 +118,10 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxTextBytes < 0 {
 		problems = append(problems, errors.New("server: Options.MaxTextBytes must not be negative"))
 	}
+	if opts.MaxResponseBytes < 0 || opts.MaxResponseBytes > 0 && opts.MaxResponseBytes < memgate.MinResponseBytes(opts.MaxTextBytes) {
+		problems = append(problems, fmt.Errorf("server: Options.MaxResponseBytes must be at least %d, what the largest memory takes in an answer",
+			memgate.MinResponseBytes(opts.MaxTextBytes)))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
@@ -120,6 +136,10 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.maxText == 0 {
 		s.maxText = memgate.DefaultMaxTextBytes
+	}
+	s.maxReply = opts.MaxResponseBytes
+	if s.maxReply == 0 {
+		s.maxReply = max(memgate.DefaultMaxResponseBytes, memgate.MinResponseBytes(s.maxText))
 	}
 	for _, name := range ToolNames {
 		off := opts.WriteMode == WriteReadOnly && (name == ToolRemember || name == ToolForget) ||
@@ -157,7 +177,72 @@ func (s *Server) newMCP() *mcp.Server {
 	}
 	s.addResources(m)
 	s.addPrompts(m)
+	m.AddReceivingMiddleware(scrubErrors)
+	// Last, so that it is the outermost of this server's middleware.
+	m.AddReceivingMiddleware(s.recovering)
 	return m
+}
+
+// recovering turns a panic in any handler of a request (a tool, a resource,
+// a prompt, a listing, or middleware of ours) into an internal error of that
+// request alone: the tool error envelope for tools/call, a JSON-RPC internal
+// error for every other method. The SDK runs handlers on goroutines of its
+// own, where nothing else would catch a panic and the process would die.
+// This is the one place memgate recovers from a panic in a request.
+func (s *Server) recovering(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		start := time.Now()
+		defer func() {
+			if r := recover(); r != nil {
+				res, err = s.panicked(ctx, method, req, start, r)
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// panicked logs a request's panic, once and without content (the method,
+// the tool or prompt name when it is one of ours, the panic's value cut
+// short and where it happened), and returns what the client gets instead.
+func (s *Server) panicked(ctx context.Context, method string, req mcp.Request, start time.Time, r any) (mcp.Result, error) {
+	var name string
+	switch req := req.(type) {
+	case *mcp.CallToolRequest:
+		if req.Params != nil && s.handlers[req.Params.Name] != nil {
+			name = req.Params.Name
+		}
+	case *mcp.GetPromptRequest:
+		if req.Params != nil && slices.Contains(promptNames, req.Params.Name) {
+			name = req.Params.Name
+		}
+	}
+	e := memgate.Internal("server."+method, fmt.Errorf("panic: %.200v (at %s)", r, panicSite()))
+	s.logCall(ctx, method, name, "", start, e)
+	if method == "tools/call" {
+		return errorResult(e), nil
+	}
+	return nil, rpcError(e)
+}
+
+// panicSite names the function and line a panic was raised in, called
+// from the deferred recovery: the first frame past the runtime's panic that
+// is not the runtime's.
+func panicSite() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(f.Function, "runtime."):
+			return fmt.Sprintf("%s:%d", f.Function, f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
 }
 
 // MCP returns the SDK server, for transports other than stdio (the HTTP
@@ -173,7 +258,14 @@ func (s *Server) Call(ctx context.Context, name string, arguments json.RawMessag
 	if !ok {
 		return nil, invalidParams("unknown tool")
 	}
-	return h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: name, Arguments: arguments}})
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: name, Arguments: arguments}}
+	res, err := s.recovering(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+		return h(ctx, req.(*mcp.CallToolRequest))
+	})(ctx, "tools/call", req)
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcp.CallToolResult), nil
 }
 
 // Enabled reports whether tool name is served.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"sync"
@@ -176,52 +175,16 @@ func filterLines(ctx context.Context, in io.Reader, sdk, out io.Writer, calls *i
 }
 
 // checkLine returns the error response to a line that is not a JSON-RPC
-// message (nil to hand the line to the SDK), and whether the line is a call
-// the SDK will answer. Arrays (batches of the 2025-03-26 revision) go to
-// the SDK unchecked and uncounted.
+// message memgate accepts (nil to hand the line to the SDK; see
+// checkMessage), and whether the line is a call the SDK will answer. A
+// batch (the 2025-03-26 revision) of more than MaxBatch messages, or with
+// one that checkMessage refuses, is refused whole; a batch is not counted.
 func checkLine(line []byte) (*jsonrpc.Response, bool) {
-	if !json.Valid(line) {
-		return &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeParseError,
-			Message: "parse error: a line is not JSON"}}, false
+	if line[0] != '[' {
+		return checkMessage(line)
 	}
-	if line[0] == '[' {
-		return nil, false
+	if err := checkBatch(line); err != nil {
+		return &jsonrpc.Response{Error: err}, false
 	}
-	var msg struct {
-		Version json.RawMessage `json:"jsonrpc"`
-		ID      any             `json:"id"`
-		Method  json.RawMessage `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	invalid := &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-		Message: "invalid request: not a JSON-RPC 2.0 message"}}
-	if line[0] != '{' || json.Unmarshal(line, &msg) != nil {
-		return invalid, false
-	}
-	id, idErr := jsonrpc.MakeID(msg.ID)
-	if idErr == nil {
-		invalid.ID = id
-	}
-	switch {
-	case string(msg.Version) != `"2.0"`, idErr != nil:
-		return invalid, false
-	case msg.Method != nil && msg.Method[0] != '"':
-		return invalid, false
-	case msg.Method == nil && !id.IsValid():
-		return invalid, false
-	case id.IsValid() && needsParams[string(msg.Method)] && !paramsObject(msg.Params):
-		// The SDK would answer -32600; memgate's contract for a malformed
-		// call is -32602.
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "invalid params: this method needs its params object"}}, false
-	}
-	return nil, msg.Method != nil && id.IsValid()
-}
-
-// needsParams lists the methods whose call is malformed without params.
-var needsParams = map[string]bool{`"tools/call"`: true, `"resources/read"`: true, `"prompts/get"`: true}
-
-func paramsObject(p json.RawMessage) bool {
-	p = bytes.TrimSpace(p)
-	return len(p) > 0 && p[0] == '{'
+	return nil, false
 }

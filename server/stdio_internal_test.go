@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,4 +38,99 @@ func TestIsResponse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzStdioLine: a line the filter passes to the SDK is read by the SDK as
+// the filter read it: every key exact and once, the same call or not, the
+// same id; and a refusal never repeats the line.
+func FuzzStdioLine(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"ID":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"METHOD":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"x"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":null}`,
+		`{"jsonrpc":"2.0","id":"a","result":{}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			return
+		}
+		answer, call := checkLine(line)
+		if answer != nil {
+			if call {
+				t.Fatal("a refused line counted as a call")
+			}
+			got, _ := answer.Error.(*jsonrpc.Error)
+			if got == nil {
+				t.Fatalf("a refusal without a JSON-RPC error: %v", answer.Error)
+			}
+			fixed := false
+			for _, e := range []*jsonrpc.Error{errInvalidMessage, errInvalidID, errNeedsParams, errBadParams, errUnknownMethod,
+				errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
+				fixed = fixed || got.Code == e.Code && got.Message == e.Message && got.Data == nil
+			}
+			if !fixed && got.Message != "parse error: a message is not JSON" {
+				t.Fatalf("the refusal %s is not a fixed message", encodeResponse(answer))
+			}
+			return
+		}
+		if line[0] == '[' {
+			return
+		}
+		members := map[string]int{}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		if _, err := dec.Token(); err != nil {
+			t.Fatalf("passed a line that is not JSON: %q", line)
+		}
+		for dec.More() {
+			tok, _ := dec.Token()
+			key := tok.(string)
+			members[key]++
+			if members[key] > 1 {
+				t.Fatalf("passed a line with a key twice: %q", line)
+			}
+			for _, m := range rpcMembers {
+				if key != m && strings.EqualFold(key, m) {
+					t.Fatalf("passed a line with %q for %q: %q", key, m, line)
+				}
+			}
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			return // the SDK answers it itself
+		}
+		req, isReq := msg.(*jsonrpc.Request)
+		if sdkCall := isReq && req.IsCall(); sdkCall != call {
+			t.Fatalf("the filter reads a call %v, the SDK %v: %q", call, sdkCall, line)
+		}
+		var raw struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(line, &raw)
+		if call {
+			back, _ := json.Marshal(req.ID.Raw())
+			var want, got any
+			json.Unmarshal(raw.ID, &want)
+			json.Unmarshal(back, &got)
+			if string(bytes.TrimSpace(raw.ID)) != string(back) && !(isString(raw.ID) && got == want) {
+				t.Fatalf("id %s comes back as %s", raw.ID, back)
+			}
+		}
+	})
+}
+
+func isString(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '"'
 }

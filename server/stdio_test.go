@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -141,5 +142,83 @@ func TestRunStdioSurvivesBadLines(t *testing.T) {
 	}
 	if !strings.Contains(lines[len(lines)-1], `"id":7,"result"`) || !strings.Contains(lines[len(lines)-1], "structuredContent") {
 		t.Fatalf("the last call did not succeed: %s", lines[len(lines)-1])
+	}
+}
+
+// TestRunStdioMatchesKeysExactly: a line is read the way the SDK reads it,
+// keys exactly and once, and an id is never changed on its way back. What
+// the two would read differently is refused with an answer.
+func TestRunStdioMatchesKeysExactly(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pings := func(n int) string {
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":"b%d","method":"ping"}`, i)
+		}
+		return "[" + strings.Join(msgs, ",") + "]"
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":10,"ID":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":11,"METHOD":"ping"}`,
+		`{"jsonrpc":"2.0","id":12,"Method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"ping","method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":14,"method":"tools/call","params":null}`,
+		pings(server.MaxBatch + 1),
+		pings(server.MaxBatch),
+		`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+	}, "\n") + "\n"
+	var out syncBuffer
+	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("RunStdio: %v", err)
+	}
+	got := map[string][]int64{}
+	batches := 0
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.HasPrefix(l, "[") {
+			var answers []map[string]any
+			if err := json.Unmarshal([]byte(l), &answers); err != nil || len(answers) != server.MaxBatch {
+				t.Fatalf("a batch of %d pings: %d answers (%v)", server.MaxBatch, len(answers), err)
+			}
+			batches++
+			continue
+		}
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct {
+				Code int64 `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		code := int64(0)
+		if m.Error != nil {
+			code = m.Error.Code
+		}
+		id := string(m.ID)
+		if id == "" {
+			id = "null"
+		}
+		got[id] = append(got[id], code)
+	}
+	want := map[string][]int64{
+		"1": {0}, "10": {-32600}, "11": {-32600}, "12": {-32600}, "14": {-32602}, "15": {0},
+		"9007199254740992": {0},
+		// The key given twice, the four ids no float64 holds, the long batch.
+		"null": {-32600, -32600, -32600, -32600, -32600, -32600},
+	}
+	if mustJSON(t, got) != mustJSON(t, want) || batches != 1 {
+		t.Fatalf("answers by id: %v, want %v; %d batches answered\n%s", got, want, batches, out.String())
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 
 	"github.com/memgate/memgate"
 )
@@ -22,11 +21,13 @@ type Writer interface {
 	Delete(ctx context.Context, id string, ifVersion *int64) error
 }
 
-// Exporter writes up to limit memories as JSON Lines, starting after cursor,
-// and returns how many it wrote and the cursor of the next page ("" at the
-// end).
+// Exporter hands take up to limit memories as JSON Lines, starting after
+// cursor (the header line first on the first page), and returns how many it
+// handed and the cursor of the next page ("" at the end). A memory line for
+// which take returns false ends the page before it; the first is always
+// taken.
 type Exporter interface {
-	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
+	ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error)
 }
 
 // Proposer keeps writes as candidates awaiting a person's approval; the
@@ -46,6 +47,23 @@ type Store interface {
 // Lease returns the store of namespace ns and a release function that the
 // server calls exactly once, when the request that leased it ends.
 type Lease func(ctx context.Context, ns memgate.Namespace) (Store, func(), error)
+
+// leaseFor returns the lease of a call to tool t: one that may create the
+// store for a tool that writes, one that never does for the others.
+func (s *Server) leaseFor(t toolDef) Lease {
+	if t.write && t.tool.Name != ToolForget {
+		return s.opts.Lease
+	}
+	return s.leaseRead
+}
+
+// leaseRead is Options.LeaseRead, or Lease when there is none.
+func (s *Server) leaseRead(ctx context.Context, ns memgate.Namespace) (Store, func(), error) {
+	if s.opts.LeaseRead != nil {
+		return s.opts.LeaseRead(ctx, ns)
+	}
+	return s.opts.Lease(ctx, ns)
+}
 
 // LeaseOf adapts a lease function that returns a concrete store type, such as
 // (*tenants.Pool).Lease, to a Lease. A failed lease never yields a non-nil

@@ -100,7 +100,7 @@ func (s *Server) tools() []toolDef {
 
 // toolHandler wraps a tool in what every call shares: strict decoding,
 // namespace resolution, the write scope, the store lease, the error
-// envelope, recovery from a panic, and the log line.
+// envelope and the log line. A panic is the recovery's (Server.recovering).
 func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 	name := t.tool.Name
 	fields := t.fields
@@ -114,11 +114,9 @@ func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 			err error
 		)
 		defer func() {
-			if r := recover(); r != nil {
-				e := memgate.Internal("server."+name, fmt.Errorf("panic: %v", r))
-				res, rpcErr, err = errorResult(e), nil, e
+			if res != nil || rpcErr != nil { // neither: a panic, which the recovery logs
+				s.logCall(ctx, "tools/call", name, ns, start, err)
 			}
-			s.logCall(ctx, "tools/call", name, ns, start, err)
 		}()
 		ns, res, err = s.call(ctx, t, fields, req)
 		if protocol, ok := err.(*jsonrpc.Error); ok {
@@ -150,7 +148,7 @@ func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.
 	if err != nil {
 		return "", nil, err
 	}
-	st, release, err := s.opts.Lease(ctx, ns)
+	st, release, err := s.leaseFor(t)(ctx, ns)
 	if err != nil {
 		return ns, nil, err
 	}
@@ -264,14 +262,6 @@ func wireMemory(m memgate.Memory) memgate.Memory {
 		m.Metadata = map[string]any{}
 	}
 	return m
-}
-
-func wireMemories(ms []memgate.Memory) []memgate.Memory {
-	out := make([]memgate.Memory, len(ms))
-	for i, m := range ms {
-		out[i] = wireMemory(m)
-	}
-	return out
 }
 
 // Argument rules shared by several tools.
@@ -504,7 +494,7 @@ func (s *Server) parseSearch(a args) (op, error) {
 			hits[i] = h
 		}
 		r.Hits = hits
-		return successResult(r), nil
+		return successResult(fitHits(r, s.itemBudget())), nil
 	}, nil
 }
 
@@ -529,12 +519,19 @@ func (s *Server) parseList(a args) (op, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+		// The page ends early when the next memory would pass the bound
+		// on the answer; each memory is encoded once, as it is taken.
+		it := newItems(s.itemBudget())
+		q := q
+		q.Take = func(i int, m memgate.Memory) bool { return it.take(i, wireMemory(m)) }
 		p, err := st.List(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		p.Memories = wireMemories(p.Memories)
-		return successResult(p), nil
+		if len(it.enc) != len(p.Memories) {
+			return nil, memgate.Internal("server.list", errors.New("the page and the memories taken differ"))
+		}
+		return pageResult(it, p.NextCursor), nil
 	}, nil
 }
 
@@ -598,8 +595,24 @@ func (s *Server) parseExport(a args) (op, error) {
 		limit = DefaultExportLimit
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+		// The lines travel once, as one JSON string: the page ends early
+		// when the next line would pass the bound on the answer.
 		var buf bytes.Buffer
-		n, next, err := st.Export(ctx, &buf, c, limit)
+		left, header, taken := s.itemBudget(), c == "", 0
+		n, next, err := st.ExportLines(ctx, c, limit, func(line []byte) bool {
+			cost := escapedLen(line)
+			switch {
+			case header: // the first page's header line comes first
+				header = false
+			case taken > 0 && cost > left:
+				return false
+			default:
+				taken++
+			}
+			left -= cost
+			buf.Write(line)
+			return true
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -80,7 +80,7 @@ func (s *Store) Candidates(ctx context.Context, cursor string, limit int) (memga
 		return memgate.Page{}, err
 	}
 	page := memgate.Page{Memories: []memgate.Memory{}}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.readTx(op, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketCands).Cursor()
 		var last []byte
 		for k, v := first(c, after, false); k != nil; k, v = c.Next() {
@@ -135,7 +135,7 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 		return memgate.Memory{}, err
 	}
 	var w memgate.Write
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		key := s.seal.key(kindID, id)
 		v := tx.Bucket(bucketCands).Get(key)
 		if v == nil {
@@ -151,6 +151,9 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 		}
 		w = memgate.Write{ID: m.ID, Text: m.Text, Title: m.Title, Tags: m.Tags, Metadata: m.Metadata,
 			IfVersion: cond, AllowEmpty: true}
+		if _, err := w.Normalize(max(s.opts.MaxTextBytes, len(w.Text))); err != nil {
+			return errBadRecord // it was valid when it was proposed
+		}
 		return nil
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -38,13 +39,22 @@ type committer struct {
 	closed  bool
 
 	// unmerged is set while a merge has failed part way: until one
-	// succeeds, no write may run (see merge). Only the leader touches it.
+	// succeeds, no write may run (see merge). refusal is the error those
+	// writes get, retryAt the earliest time of the next attempt. Only the
+	// leader touches them (and Open, before any write).
 	unmerged bool
+	refusal  error
+	retryAt  time.Time
 }
 
+// mergeRetry is how long after a failed merge the committer tries again;
+// the writes in between are refused without an attempt, so that a store
+// whose disk is full does not redo a failing merge for every refused write.
+var mergeRetry = time.Second
+
 type writeOp struct {
-	fn  func(*txn) error
-	err chan error // the write's result, or errLead
+	fn  func(*txn) error // nil: no write, an ask to merge (Store.askMerge)
+	err chan error       // the write's result, or errLead
 }
 
 // errLead tells a queued write that it now leads.
@@ -59,6 +69,9 @@ func newCommitter(s *Store, log *slog.Logger) *committer {
 // do runs fn in a write transaction and returns once it has committed.
 func (c *committer) do(fn func(*txn) error) error {
 	op := &writeOp{fn: fn, err: make(chan error, 1)}
+	if c.s.damaged.Load() {
+		return damagedError("storage.commit", nil)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -80,7 +93,9 @@ func (c *committer) do(fn func(*txn) error) error {
 }
 
 // lead commits the queue (which holds the leader's own write) and passes
-// the lead on.
+// the lead on. Whatever the commit does, every write of the group hears
+// back and the lead moves on: a panic becomes the group's error (see
+// protect), and the writes of a store found damaged fail at once.
 func (c *committer) lead() {
 	c.mu.Lock()
 	n := min(len(c.queue), maxGroup)
@@ -88,7 +103,7 @@ func (c *committer) lead() {
 	c.queue = append([]*writeOp(nil), c.queue[n:]...)
 	c.mu.Unlock()
 
-	errs := c.commit(group, make([]error, 0, len(group)))
+	errs := c.commitSafe(group)
 
 	// Pass the lead on before acknowledging, so the next commit starts
 	// while this group's writers wake up.
@@ -105,6 +120,24 @@ func (c *committer) lead() {
 	for i, op := range group {
 		op.err <- errs[i]
 	}
+}
+
+// commitSafe is commit that never panics: a panic outside the write
+// transactions (which guard themselves) fails the whole group, and the
+// writes of a store found damaged fail at once.
+func (c *committer) commitSafe(group []*writeOp) []error {
+	var errs []error
+	err := c.s.guard("storage.commit", func() error {
+		errs = c.commit(group, make([]error, 0, len(group)))
+		return nil
+	})
+	if err != nil {
+		errs = make([]error, len(group))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // close stops taking writes and waits until every accepted one is done.
@@ -124,14 +157,23 @@ var errUnmerged = &memgate.Error{Code: memgate.CodeUnavailable,
 // commit runs group in one transaction and returns each write's error.
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
-	if c.unmerged && !c.merge() {
+	if c.unmerged && (time.Now().Before(c.retryAt) || !c.merge()) {
 		for i := range errs {
-			errs[i] = errUnmerged
+			errs[i] = c.refusal
+		}
+		return errs
+	}
+	if asksOnly(group) {
+		if c.s.mergeDue() {
+			c.merge()
 		}
 		return errs
 	}
 	err := c.update(func(t *txn) error {
 		for i, op := range group {
+			if op.fn == nil {
+				continue
+			}
 			errs[i] = op.fn(t)
 			if errs[i] != nil && !isRefusal(errs[i]) {
 				return errs[i]
@@ -146,13 +188,29 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 	default:
 		c.log.Warn("group commit failed; retrying its writes one by one", "writes", len(group), "error", err)
 		for i, op := range group {
-			errs[i] = c.update(op.fn)
+			if op.fn != nil {
+				errs[i] = c.update(op.fn)
+			}
 		}
 	}
-	if c.s.tail.Load().len() >= c.s.opts.MergeEvery {
+	if c.s.mergeDue() {
 		c.merge()
 	}
+	for i := range errs {
+		errs[i] = StoreError("storage.commit", errs[i])
+	}
 	return errs
+}
+
+// asksOnly reports whether group holds no write, only asks to merge (a
+// writeOp without fn: see Store.askMerge).
+func asksOnly(group []*writeOp) bool {
+	for _, op := range group {
+		if op.fn != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // merge merges the tail and reports whether it succeeded. A merge that
@@ -162,11 +220,22 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 func (c *committer) merge() bool {
 	if err := c.s.merge(); err != nil {
 		c.log.Error("index merge failed", "op", "storage.merge", "error", err)
-		c.unmerged = true
+		c.mergeFailed(err)
 		return false
 	}
-	c.unmerged = false
+	c.unmerged, c.refusal = false, nil
 	return true
+}
+
+// mergeFailed refuses writes until a merge succeeds, with the condition of
+// the disk when err names one (StoreError), else errUnmerged.
+func (c *committer) mergeFailed(err error) {
+	c.unmerged = true
+	c.retryAt = time.Now().Add(mergeRetry)
+	c.refusal = errUnmerged
+	if e := StoreError("storage.merge", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
+		c.refusal = e
+	}
 }
 
 // update runs fn in one write transaction. The transaction's change to the
@@ -174,7 +243,7 @@ func (c *committer) merge() bool {
 func (c *committer) update(fn func(*txn) error) error {
 	tl := c.s.tail.Load()
 	var applied *tailChange
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.s.writeTx("storage.commit", func(tx *bolt.Tx) error {
 		t := c.s.txn(tx)
 		if err := fn(t); err != nil {
 			return err

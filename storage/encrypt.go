@@ -9,11 +9,16 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 
+	bolt "go.etcd.io/bbolt"
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/chacha20poly1305"
 
@@ -24,15 +29,27 @@ import (
 // value with XChaCha20-Poly1305 under a key derived from a passphrase, and
 // turns every key derived from content into a keyed hash (HMAC-SHA-256,
 // cut to 128 bits) under a second key derived from the same passphrase.
-// The store's meta bucket keeps the KDF parameters and the salt (metaKDF)
-// and a key check (metaKeyCheck): a value sealed under the store's key, so
-// that a wrong passphrase fails the open instead of every read after it.
-// docs/ENCRYPTION.md says what this hides and what it does not.
+// The store's meta bucket keeps the KDF parameters and salts (metaKDF) and
+// a key check (metaKeyCheck): a value sealed under the store's key, which
+// also names the namespace the store belongs to, so that a wrong
+// passphrase or a store copied from another namespace fails the open
+// instead of serving. docs/ENCRYPTION.md says what this hides and what it
+// does not.
+//
+// Two formats of the KDF record exist. Format 1 (older stores): Argon2id
+// over the passphrase and the store's own salt gives the store's master
+// key; counters are plaintext and the store is not bound to a namespace.
+// Format 2 (every store created or rekeyed now): Argon2id over the
+// passphrase and the data folder's salt gives a master key that one
+// process derives once, and HKDF over it with the store's own salt gives
+// the store's keys; the counters and the docs sequence are sealed, and the
+// key check names the namespace.
 
 // Keys of the meta bucket that only an encrypted store has.
 var (
-	metaKDF      = []byte("kdf")       // KDF parameters and salt: the store is encrypted
-	metaKeyCheck = []byte("key_check") // keyCheckText, sealed
+	metaKDF      = []byte("kdf")       // KDF parameters and salts: the store is encrypted
+	metaKeyCheck = []byte("key_check") // keyCheckText (and, format 2, the binding), sealed
+	metaSeq      = []byte("seq")       // format 2: the docs bucket's sequence, sealed
 )
 
 var keyCheckText = []byte("memgate key check")
@@ -46,8 +63,8 @@ type KDFParams struct {
 	Threads uint8
 }
 
-// DefaultKDF is the cost of new stores: 64 MiB and a few tenths of a
-// second, once per store a process opens (the keys are kept after that).
+// DefaultKDF is the cost of the master key: 64 MiB and a few tenths of a
+// second, once per process, passphrase and data folder salt.
 var DefaultKDF = KDFParams{Time: 3, Memory: 64 << 10, Threads: 4}
 
 // Bounds on the parameters a store may record, so that a damaged or
@@ -71,15 +88,29 @@ var (
 		Message: "the store is encrypted; open it with --encrypt and its passphrase"}
 	ErrNotEncrypted = &memgate.Error{Code: memgate.CodeUnavailable,
 		Message: "the store is not encrypted; open it without --encrypt"}
-	// ErrTampered is the cause of the internal error a read returns when a
+	// ErrOtherNamespace refuses an encrypted store bound to another
+	// namespace than the one it is opened as: a store file copied between
+	// tenants' folders. memgate rekey --from-namespace moves one on purpose.
+	ErrOtherNamespace = &memgate.Error{Code: memgate.CodeUnavailable,
+		Message: "the store belongs to another namespace; move it with memgate rekey --namespace and --from-namespace"}
+	// ErrRecordMissing refuses an encrypted store that holds data but
+	// lost its KDF record, key check or schema record: creating them anew
+	// would make every memory unreadable for good.
+	ErrRecordMissing = &memgate.Error{Code: memgate.CodeUnavailable,
+		Message: "the store's encryption record is missing; restore it from a backup"}
+	// ErrTampered is in the chain of the damaged-store error a read returns when a
 	// sealed value fails its authentication: the file was damaged or altered.
 	ErrTampered = errors.New("storage: a sealed value failed authentication")
+	// errMisplaced is a record that authenticates but is not the one its
+	// reference named (another memory's, or a sequence that moved back).
+	errMisplaced = fmt.Errorf("%w: a record is not the one its key names", ErrTampered)
 )
 
 // Encryption seals the stores opened with it under keys derived from one
 // passphrase. One value serves every store of a process, concurrently: it
-// keeps the keys it derived, by salt, so that reopening a store (after the
-// pool closed it) does not run the KDF again. It never shows the passphrase
+// derives the Argon2id master key once per salt and parameters, and keeps
+// each store's keys by KDF record, so that opening a store (again, after
+// the pool closed it) costs no Argon2id run. It never shows the passphrase
 // when printed or logged.
 type Encryption struct {
 	// KDF is the cost for stores created (or rekeyed) with it; the zero
@@ -87,8 +118,18 @@ type Encryption struct {
 	KDF KDFParams
 
 	passphrase []byte
-	mu         sync.Mutex
-	keys       map[string]*encSealer // by KDF record
+	saltFile   string
+
+	mu      sync.Mutex
+	salt    []byte                // the Argon2id salt of new stores
+	masters map[string]*masterKey // by parameters and salt
+	keys    map[string]*encSealer // by KDF record
+}
+
+// masterKey is one Argon2id derivation, run once however many stores wait.
+type masterKey struct {
+	once sync.Once
+	key  []byte
 }
 
 // NewEncryption returns the encryption of passphrase, which must not be
@@ -98,6 +139,18 @@ func NewEncryption(passphrase string) (*Encryption, error) {
 		return nil, memgate.Invalid("passphrase", "the passphrase is empty")
 	}
 	return &Encryption{passphrase: []byte(passphrase)}, nil
+}
+
+// UseSaltFile makes the stores created from now on take their Argon2id
+// salt from the file at path (the data folder's), which is created with a
+// random salt the first time one is needed. Without it, the salt is random
+// per Encryption. The salt is recorded in each store, so a store opens
+// without the file, and in another data folder: the file only lets every
+// store of a folder share one derivation across processes.
+func (e *Encryption) UseSaltFile(path string) {
+	e.mu.Lock()
+	e.saltFile = path
+	e.mu.Unlock()
 }
 
 func (e *Encryption) String() string   { return "storage.Encryption{passphrase: redacted}" }
@@ -115,38 +168,68 @@ func (e *Encryption) params() KDFParams {
 
 // The KDF record in meta:
 //
-//	byte    kdfFormat
+//	byte    format (kdfLegacy or kdfFormat)
 //	byte    aeadXChaCha20Poly1305
 //	byte    kdfArgon2id
 //	uint32  time, uint32 memory (KiB), byte threads (big-endian)
-//	byte    salt length, then the salt
+//	byte    salt length, then the Argon2id salt
+//	format 2 only: byte store salt length, then the store's HKDF salt
 const (
-	kdfFormat             = 1
+	kdfLegacy             = 1
+	kdfFormat             = 2
 	aeadXChaCha20Poly1305 = 1
 	kdfArgon2id           = 1
 )
 
-func encodeKDF(p KDFParams, salt []byte) []byte {
-	b := []byte{kdfFormat, aeadXChaCha20Poly1305, kdfArgon2id}
-	b = binary.BigEndian.AppendUint32(b, p.Time)
-	b = binary.BigEndian.AppendUint32(b, p.Memory)
-	b = append(b, p.Threads, byte(len(salt)))
-	return append(b, salt...)
+// kdfRecord is a decoded KDF record.
+type kdfRecord struct {
+	format    byte
+	params    KDFParams
+	salt      []byte // Argon2id's
+	storeSalt []byte // HKDF's; format 2
+}
+
+func encodeKDF(r kdfRecord) []byte {
+	b := []byte{r.format, aeadXChaCha20Poly1305, kdfArgon2id}
+	b = binary.BigEndian.AppendUint32(b, r.params.Time)
+	b = binary.BigEndian.AppendUint32(b, r.params.Memory)
+	b = append(b, r.params.Threads, byte(len(r.salt)))
+	b = append(b, r.salt...)
+	if r.format == kdfLegacy {
+		return b
+	}
+	b = append(b, byte(len(r.storeSalt)))
+	return append(b, r.storeSalt...)
 }
 
 var errBadKDF = &memgate.Error{Code: memgate.CodeUnavailable,
 	Message: "the store's encryption parameters are damaged or from a newer memgate"}
 
-func decodeKDF(b []byte) (KDFParams, []byte, error) {
-	if len(b) < 14 || b[0] != kdfFormat || b[1] != aeadXChaCha20Poly1305 || b[2] != kdfArgon2id {
-		return KDFParams{}, nil, errBadKDF
+func decodeKDF(b []byte) (kdfRecord, error) {
+	if len(b) < 14 || (b[0] != kdfLegacy && b[0] != kdfFormat) || b[1] != aeadXChaCha20Poly1305 || b[2] != kdfArgon2id {
+		return kdfRecord{}, errBadKDF
 	}
-	p := KDFParams{Time: binary.BigEndian.Uint32(b[3:]), Memory: binary.BigEndian.Uint32(b[7:]), Threads: b[11]}
-	salt := b[13:]
-	if int(b[12]) != len(salt) || len(salt) < saltSize || !p.valid() {
-		return KDFParams{}, nil, errBadKDF
+	r := kdfRecord{format: b[0],
+		params: KDFParams{Time: binary.BigEndian.Uint32(b[3:]), Memory: binary.BigEndian.Uint32(b[7:]), Threads: b[11]}}
+	n, rest := int(b[12]), b[13:]
+	if n < saltSize || n > len(rest) || !r.params.valid() {
+		return kdfRecord{}, errBadKDF
 	}
-	return p, salt, nil
+	r.salt, rest = rest[:n], rest[n:]
+	if r.format == kdfFormat {
+		if len(rest) < 1 {
+			return kdfRecord{}, errBadKDF
+		}
+		n, rest = int(rest[0]), rest[1:]
+		if n < saltSize || n > len(rest) {
+			return kdfRecord{}, errBadKDF
+		}
+		r.storeSalt, rest = rest[:n], rest[n:]
+	}
+	if len(rest) != 0 {
+		return kdfRecord{}, errBadKDF
+	}
+	return r, nil
 }
 
 // kdfSlots bounds the derivations that run at once: each takes the KDF's
@@ -156,6 +239,35 @@ var kdfSlots = make(chan struct{}, 2)
 // maxCachedKeys bounds the keys an Encryption keeps; past it, it starts over.
 const maxCachedKeys = 4096
 
+// master returns the Argon2id key of the passphrase under salt and p,
+// deriving it once.
+func (e *Encryption) master(p KDFParams, salt []byte) []byte {
+	id := string(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{p.Threads}, p.Time), p.Memory)) + string(salt)
+	e.mu.Lock()
+	m := e.masters[id]
+	if m == nil {
+		if e.masters == nil || len(e.masters) >= maxCachedKeys {
+			e.masters = map[string]*masterKey{}
+		}
+		m = &masterKey{}
+		e.masters[id] = m
+	}
+	e.mu.Unlock()
+	m.once.Do(func() { m.key = e.argon2(p, salt) })
+	return m.key
+}
+
+// argonRuns counts derivations, for tests.
+var argonRuns atomic.Int64
+
+// argon2 derives a master key, in one of kdfSlots.
+func (e *Encryption) argon2(p KDFParams, salt []byte) []byte {
+	kdfSlots <- struct{}{}
+	defer func() { <-kdfSlots }()
+	argonRuns.Add(1)
+	return argon2.IDKey(e.passphrase, salt, p.Time, p.Memory, p.Threads, 32)
+}
+
 // sealer returns the sealer of the store whose KDF record is rec.
 func (e *Encryption) sealer(rec []byte) (*encSealer, error) {
 	e.mu.Lock()
@@ -164,15 +276,18 @@ func (e *Encryption) sealer(rec []byte) (*encSealer, error) {
 	if s != nil {
 		return s, nil
 	}
-	p, salt, err := decodeKDF(rec)
+	r, err := decodeKDF(rec)
 	if err != nil {
 		return nil, err
 	}
-	kdfSlots <- struct{}{}
-	master := argon2.IDKey(e.passphrase, salt, p.Time, p.Memory, p.Threads, 32)
-	<-kdfSlots
-	s, err = newEncSealer(master)
-	clear(master)
+	if r.format == kdfLegacy {
+		// One derivation per store: its master key is its own.
+		master := e.argon2(r.params, r.salt)
+		s, err = newEncSealer(master, nil)
+		clear(master)
+	} else {
+		s, err = newEncSealer(e.master(r.params, r.salt), r.storeSalt)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,30 +300,117 @@ func (e *Encryption) sealer(rec []byte) (*encSealer, error) {
 	return s, nil
 }
 
-// create makes the KDF record of a new store, with a fresh salt, and its
-// sealer.
-func (e *Encryption) create() ([]byte, *encSealer, error) {
+// folderSalt returns the Argon2id salt of new stores: the salt file's,
+// created if need be, or one random salt for this Encryption.
+func (e *Encryption) folderSalt() ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.salt != nil {
+		return e.salt, nil
+	}
+	if e.saltFile == "" {
+		e.salt = make([]byte, saltSize)
+		rand.Read(e.salt)
+		return e.salt, nil
+	}
+	salt, err := loadSaltFile(e.saltFile)
+	if err != nil {
+		return nil, err
+	}
+	e.salt = salt
+	return salt, nil
+}
+
+// The salt file holds saltMagic and the salt, nothing else.
+const saltMagic = "memgate kdf salt 1\n"
+
+// loadSaltFile reads the salt file at path, or creates it. Two processes
+// creating it at once agree: each writes its own file beside it and links
+// it into place, and the one that finds it there already reads that.
+func loadSaltFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		salt := make([]byte, saltSize)
+		rand.Read(salt)
+		tmp, err := os.CreateTemp(filepath.Dir(path), ".kdf-salt-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(tmp.Name())
+		_, err = tmp.Write(append([]byte(saltMagic), salt...))
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Link(tmp.Name(), path); err == nil {
+			return salt, syncDir(filepath.Dir(path))
+		} else if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != len(saltMagic)+saltSize || string(b[:len(saltMagic)]) != saltMagic {
+		return nil, errors.New("storage: the data folder's salt file is damaged")
+	}
+	return b[len(saltMagic):], nil
+}
+
+// create makes the KDF record of a new store bound to binding, with a
+// fresh store salt, and its sealer and sealed key check.
+func (e *Encryption) create(binding string) (rec, check []byte, s *encSealer, err error) {
 	p := e.params()
 	if !p.valid() {
-		return nil, nil, memgate.Invalid("kdf", "the key derivation parameters are out of range")
+		return nil, nil, nil, memgate.Invalid("kdf", "the key derivation parameters are out of range")
 	}
-	salt := make([]byte, saltSize)
-	rand.Read(salt)
-	rec := encodeKDF(p, salt)
-	s, err := e.sealer(rec)
-	return rec, s, err
+	salt, err := e.folderSalt()
+	if err != nil {
+		return nil, nil, nil, memgate.Internal("storage.Open", err)
+	}
+	storeSalt := make([]byte, saltSize)
+	rand.Read(storeSalt)
+	rec = encodeKDF(kdfRecord{format: kdfFormat, params: p, salt: salt, storeSalt: storeSalt})
+	if s, err = e.sealer(rec); err != nil {
+		return nil, nil, nil, err
+	}
+	return rec, s.keyCheck(binding), s, nil
+}
+
+// keyCheck returns the key check of a format 2 store bound to binding.
+func (s *encSealer) keyCheck(binding string) []byte {
+	plain := append(append(bytes.Clone(keyCheckText), 0), binding...)
+	return s.seal(bucketMeta, metaKeyCheck, plain)
 }
 
 // open returns the sealer of a store with KDF record rec and key check
-// check, or ErrWrongPassphrase.
-func (e *Encryption) open(rec, check []byte) (*encSealer, error) {
+// check, opened as binding: ErrWrongPassphrase when the passphrase is not
+// the store's, ErrOtherNamespace when the store is bound to another.
+// A store bound to nothing (format 1, or created without a binding) opens
+// as any.
+func (e *Encryption) open(rec, check []byte, binding string) (*encSealer, error) {
 	s, err := e.sealer(rec)
 	if err != nil {
 		return nil, err
 	}
 	plain, err := s.open(bucketMeta, metaKeyCheck, check)
-	if err != nil || !bytes.Equal(plain, keyCheckText) {
+	if err != nil || !bytes.HasPrefix(plain, keyCheckText) {
 		return nil, ErrWrongPassphrase
+	}
+	rest := plain[len(keyCheckText):]
+	switch {
+	case !s.counters && len(rest) == 0:
+		return s, nil
+	case !s.counters || len(rest) == 0 || rest[0] != 0:
+		return nil, ErrWrongPassphrase
+	case len(rest) > 1 && string(rest[1:]) != binding:
+		return nil, ErrOtherNamespace
 	}
 	return s, nil
 }
@@ -220,6 +422,9 @@ func (e *Encryption) open(rec, check []byte) (*encSealer, error) {
 type encSealer struct {
 	aead cipher.AEAD
 	macs sync.Pool // of hash.Hash, keyed
+	// counters is set for format 2 stores: the meta counters and the docs
+	// sequence are sealed, and must be there.
+	counters bool
 }
 
 const (
@@ -228,12 +433,19 @@ const (
 	keyHashSize = 16
 )
 
-func newEncSealer(master []byte) (*encSealer, error) {
-	sealKey, err := hkdf.Key(sha256.New, master, nil, "memgate seal", chacha20poly1305.KeySize)
+// newEncSealer makes the sealer of master: a format 1 store's own master
+// key with storeSalt nil, or the shared master key and a format 2 store's
+// salt.
+func newEncSealer(master, storeSalt []byte) (*encSealer, error) {
+	sealInfo, keyInfo := "memgate seal", "memgate key"
+	if storeSalt != nil {
+		sealInfo, keyInfo = "memgate store seal 2", "memgate store key 2"
+	}
+	sealKey, err := hkdf.Key(sha256.New, master, storeSalt, sealInfo, chacha20poly1305.KeySize)
 	if err != nil {
 		return nil, err
 	}
-	macKey, err := hkdf.Key(sha256.New, master, nil, "memgate key", 32)
+	macKey, err := hkdf.Key(sha256.New, master, storeSalt, keyInfo, 32)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +454,7 @@ func newEncSealer(master []byte) (*encSealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &encSealer{aead: aead}
+	s := &encSealer{aead: aead, counters: storeSalt != nil}
 	s.macs.New = func() any { return hmac.New(sha256.New, macKey) }
 	return s, nil
 }
@@ -281,4 +493,38 @@ func (s *encSealer) key(kind byte, content string) []byte {
 	out := h.Sum(sum[:0])
 	s.macs.Put(h)
 	return bytes.Clone(out[:keyHashSize])
+}
+
+// sealU64 is a meta counter's value on disk: sealed in a format 2 store,
+// eight bytes otherwise.
+func (s *encSealer) sealU64(key []byte, v uint64) []byte {
+	if !s.counters {
+		return u64(v)
+	}
+	return s.seal(bucketMeta, key, u64(v))
+}
+
+// openU64 reads a meta counter. In a format 2 store every counter is
+// written when the store is created, so a missing one was removed.
+func (s *encSealer) openU64(key, raw []byte) (uint64, error) {
+	if !s.counters {
+		return plainSealer{}.openU64(key, raw)
+	}
+	if raw == nil {
+		return 0, ErrTampered
+	}
+	plain, err := s.open(bucketMeta, key, raw)
+	if err != nil || len(plain) != 8 {
+		return 0, ErrTampered
+	}
+	return binary.BigEndian.Uint64(plain), nil
+}
+
+// recordSeq seals the docs sequence into meta, in a store that seals its
+// counters (checkSeq checks it at open).
+func (s *Store) recordSeq(meta *bolt.Bucket, seq uint64) error {
+	if es, ok := s.seal.(*encSealer); ok && es.counters {
+		return meta.Put(metaSeq, es.sealU64(metaSeq, seq))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -292,6 +293,28 @@ func TestTamperedValuesAreErrorsNotData(t *testing.T) {
 				_, err := s.Search(ctx, memgate.Query{Tags: []string{"t"}})
 				return err
 			}},
+		{"a creation value moved to another creation key fails the created order", bucketCreated, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error {
+				k2, _ := b.Cursor().Last()
+				return b.Put(bytes.Clone(k2), v)
+			},
+			func(s *Store) error {
+				_, err := s.List(ctx, memgate.ListQuery{Order: memgate.OrderCreatedDesc, Limit: 100})
+				return err
+			}},
+		{"an id's document number moved to another id fails get", bucketIDs, func(k []byte) bool { return true },
+			func(b *bolt.Bucket, k, v []byte) error {
+				k2, _ := b.Cursor().Last()
+				return b.Put(bytes.Clone(k2), v)
+			},
+			func(s *Store) error {
+				for i := range 20 {
+					if _, err := s.Get(ctx, fmt.Sprint("m", i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
 		{"a cut creation value fails the created order", bucketCreated, func(k []byte) bool { return true },
 			func(b *bolt.Bucket, k, v []byte) error { return b.Put(k, v[:10]) },
 			func(s *Store) error {
@@ -324,8 +347,8 @@ func TestTamperedValuesAreErrorsNotData(t *testing.T) {
 			if !errors.Is(err, ErrTampered) {
 				t.Fatalf("err = %v, want ErrTampered", err)
 			}
-			if memgate.ErrorCode(err) != memgate.CodeInternal {
-				t.Fatalf("code = %s, want internal", memgate.ErrorCode(err))
+			if !errors.Is(err, ErrDamaged) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("err = %v, want unavailable: damaged", err)
 			}
 		})
 	}
@@ -431,15 +454,20 @@ func TestEncryptedStoreAnswersAsPlain(t *testing.T) {
 // opens.
 func FuzzOpenSealed(f *testing.F) {
 	master := bytes.Repeat([]byte{7}, 32)
-	s, err := newEncSealer(master)
+	s, err := newEncSealer(master, bytes.Repeat([]byte{2}, saltSize))
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(s.seal(bucketDocs, []byte("k"), []byte("value")), encodeKDF(testKDF, bytes.Repeat([]byte{1}, saltSize)))
+	salt := bytes.Repeat([]byte{1}, saltSize)
+	f.Add(s.seal(bucketDocs, []byte("k"), []byte("value")), encodeKDF(kdfRecord{format: kdfLegacy, params: testKDF, salt: salt}))
+	f.Add([]byte{}, encodeKDF(kdfRecord{format: kdfFormat, params: testKDF, salt: salt, storeSalt: salt}))
 	f.Add([]byte{}, []byte{1, 1, 1})
 	f.Fuzz(func(t *testing.T, sealed, kdf []byte) {
-		if p, salt, err := decodeKDF(kdf); err == nil && (!p.valid() || len(salt) < saltSize) {
-			t.Fatalf("decodeKDF accepted %v %x", p, salt)
+		if r, err := decodeKDF(kdf); err == nil {
+			if !r.params.valid() || len(r.salt) < saltSize || r.format == kdfFormat && len(r.storeSalt) < saltSize ||
+				!bytes.Equal(encodeKDF(r), kdf) {
+				t.Fatalf("decodeKDF accepted %+v from %x", r, kdf)
+			}
 		}
 		plain, err := s.open(bucketDocs, []byte("k"), sealed)
 		if err == nil && !bytes.Equal(plain, []byte("value")) {
@@ -506,4 +534,435 @@ func TestOneEncryptionManyStores(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("%d distinct id keys in %d stores", len(seen), n)
 	}
+}
+
+// rawGet returns a copy of the raw value of key in bucket of the closed
+// file at path; nil when it is absent.
+func rawGet(t *testing.T, path string, bucket, key []byte) []byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v []byte
+	db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucket); b != nil {
+			v = bytes.Clone(b.Get(key))
+		}
+		return nil
+	})
+	return v
+}
+
+// rawPut sets (or, with v nil, deletes) key in bucket of the closed file.
+func rawPut(t *testing.T, path string, bucket, key, v []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if v == nil {
+			return b.Delete(key)
+		}
+		return b.Put(key, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store that holds data but lost a record of its layout or its keys is
+// refused, and the open writes nothing: putting the record back makes it
+// whole again.
+func TestOpenNeverRewritesTheKeysOfAStoreWithData(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		key     []byte
+		enc     bool
+		message string
+	}{
+		{"encrypted store without its schema", metaSchema, true, "encryption record is missing"},
+		{"encrypted store without its KDF record", metaKDF, true, "encryption record is missing"},
+		{"encrypted store without its key check", metaKeyCheck, true, "encryption record is missing"},
+		{"plain store without its schema", metaSchema, false, "schema record is missing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			opts := Options{NoSync: true}
+			if c.enc {
+				opts.Encryption = encryption(t, "a passphrase that must keep working")
+			}
+			s, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(t, s, memgate.Write{ID: "a", Text: "alpha"})
+			s.Close()
+			saved := rawGet(t, path, bucketMeta, c.key)
+			if saved == nil {
+				t.Fatal("the record is not there to remove")
+			}
+			rawPut(t, path, bucketMeta, c.key, nil)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range []*Encryption{opts.Encryption, nil, encryption(t, "another passphrase")} {
+				s, err = Open(path, Options{NoSync: true, Encryption: e})
+				if err == nil {
+					s.Close()
+					t.Fatal("opened")
+				}
+				if memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), c.message) {
+					t.Fatalf("err = %v (code %s), want unavailable %q", err, memgate.ErrorCode(err), c.message)
+				}
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Fatal("a refused open changed the file")
+			}
+			rawPut(t, path, bucketMeta, c.key, saved)
+			s, err = Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if m, err := s.Get(ctx, "a"); err != nil || m.Text != "alpha" {
+				t.Fatalf("get = %q, %v", m.Text, err)
+			}
+		})
+	}
+}
+
+// Every plaintext number that steers reads is sealed in an encrypted store:
+// changing or removing one is an error at open or at the read, never a
+// wrong answer.
+func TestTamperedCountersAreErrorsNotAnswers(t *testing.T) {
+	ctx := context.Background()
+	sealedValue := func(key []byte) func(t *testing.T, db *bolt.DB) {
+		return func(t *testing.T, db *bolt.DB) {
+			// A value sealed for another key: authentic, but not this one's.
+			db.Update(func(tx *bolt.Tx) error {
+				meta := tx.Bucket(bucketMeta)
+				return meta.Put(key, bytes.Clone(meta.Get(metaCount)))
+			})
+		}
+	}
+	setPlain := func(key []byte, v uint64) func(t *testing.T, db *bolt.DB) {
+		return func(t *testing.T, db *bolt.DB) {
+			db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, u64(v)) })
+		}
+	}
+	remove := func(key []byte) func(t *testing.T, db *bolt.DB) {
+		return func(t *testing.T, db *bolt.DB) {
+			db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(key) })
+		}
+	}
+	stats := func(s *Store) error { _, err := s.Stats(ctx); return err }
+	search := func(s *Store) error { _, err := s.Search(ctx, memgate.Query{Text: "alpha"}); return err }
+	cases := []struct {
+		name   string
+		change func(t *testing.T, db *bolt.DB)
+		read   func(s *Store) error
+	}{
+		{"the docs sequence moved back", func(t *testing.T, db *bolt.DB) {
+			db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketDocs).SetSequence(3) })
+		}, nil},
+		{"the docs sequence moved on", func(t *testing.T, db *bolt.DB) {
+			db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketDocs).SetSequence(1000) })
+		}, nil},
+		{"the sealed sequence removed", remove(metaSeq), nil},
+		{"the merged mark raised", setPlain(metaMerged, 15), nil},
+		{"the merged mark removed", remove(metaMerged), nil},
+		{"the merged mark given the count's value", sealedValue(metaMerged), nil},
+		{"the count changed", setPlain(metaCount, 3), stats},
+		{"the count removed", remove(metaCount), search},
+		{"the bytes changed", setPlain(metaBytes, 1), stats},
+		{"the total length changed", setPlain(metaTotalLen, 1), search},
+		{"the total length given the count's value", sealedValue(metaTotalLen), search},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			opts := Options{NoSync: true, MergeEvery: 5, Encryption: encryption(t, "a passphrase for counters")}
+			s, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 12 {
+				put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: "alpha beta gamma delta"})
+			}
+			s.Close()
+			db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.change(t, db)
+			db.Close()
+			s, err = Open(path, opts)
+			if c.read == nil {
+				if err == nil {
+					s.Close()
+					t.Fatal("opened")
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				err = c.read(s)
+			}
+			if !errors.Is(err, ErrTampered) || !errors.Is(err, ErrDamaged) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("err = %v, want unavailable: damaged, from ErrTampered", err)
+			}
+		})
+	}
+}
+
+// A record that authenticates is still checked against the id that led to
+// it: a document number pointing at another memory's record is an error,
+// in a plain store too, never the other memory.
+func TestGetNeverAnswersWithAnotherMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := put(t, s, memgate.Write{ID: "b", Text: "bravo"})
+	d := put(t, s, memgate.Write{ID: "d", Text: "delta"})
+	s.Close()
+	key := plainSealer{}.key(kindID, "b")
+	if got := rawGet(t, path, bucketIDs, key); docRefOrZero(got) != uint64(b.Version) {
+		t.Fatalf("ids[b] = %x, want document %d", got, b.Version)
+	}
+	rawPut(t, path, bucketIDs, key, binary.AppendUvarint(nil, uint64(d.Version)))
+	s, err = Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Get(context.Background(), "b")
+	if !errors.Is(err, ErrTampered) {
+		t.Fatalf("get b = %q, %v; want ErrTampered", m.Text, err)
+	}
+	// The store is marked damaged from then on: a write fails too.
+	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "b", Text: "again"}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("put b: %v; want ErrDamaged", err)
+	}
+}
+
+func docRefOrZero(v []byte) uint64 {
+	doc, _ := docRef(v)
+	return doc
+}
+
+// A store bound to a namespace opens as that namespace only; one copied
+// into another's folder is refused, and RekeyAs moves it on purpose.
+func TestEncryptedStoreIsBoundToItsNamespace(t *testing.T) {
+	ctx := context.Background()
+	e := encryption(t, "one passphrase for all tenants")
+	path := filepath.Join(t.TempDir(), "alice", FileName)
+	s, err := Open(path, Options{NoSync: true, Encryption: e, Binding: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, memgate.Write{ID: "a", Text: "alice's memory"})
+	s.Close()
+	for _, other := range []string{"bob", "", "alicE", "alice "} {
+		s, err := Open(path, Options{NoSync: true, Encryption: e, Binding: other})
+		if err == nil {
+			s.Close()
+			t.Fatalf("opened as %q", other)
+		}
+		if !errors.Is(err, ErrOtherNamespace) || memgate.ErrorCode(err) != memgate.CodeUnavailable {
+			t.Fatalf("as %q: err = %v, want ErrOtherNamespace", other, err)
+		}
+		if strings.Contains(err.Error(), "alice") {
+			t.Fatalf("the error names the namespace: %v", err)
+		}
+	}
+	if err := RekeyAs(ctx, path, Options{Encryption: e, Binding: "alice"}, e, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path, Options{NoSync: true, Encryption: e, Binding: "alice"}); !errors.Is(err, ErrOtherNamespace) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("moved store opened as its old namespace: %v", err)
+	}
+	s, err = Open(path, Options{NoSync: true, Encryption: e, Binding: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if m, err := s.Get(ctx, "a"); err != nil || m.Text != "alice's memory" {
+		t.Fatalf("get = %q, %v", m.Text, err)
+	}
+}
+
+// createLegacy lays out an empty store at path as memgate wrote them
+// before KDF format 2: its own Argon2id salt, plaintext counters, no
+// binding.
+func createLegacy(t *testing.T, path string, e *Encryption) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	salt := make([]byte, saltSize)
+	for i := range salt {
+		salt[i] = byte(i + len(path))
+	}
+	rec := encodeKDF(kdfRecord{format: kdfLegacy, params: testKDF, salt: salt})
+	s, err := e.sealer(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		return createBuckets(tx, rec, s.seal(bucketMeta, metaKeyCheck, keyCheckText), s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stores of KDF format 1 keep working: they open under any binding, keep
+// plaintext counters, and a rekey moves them to format 2, bound.
+func TestLegacyStoresOpenAndRekeyBindsThem(t *testing.T) {
+	ctx := context.Background()
+	e := encryption(t, "the passphrase of an old store")
+	path := filepath.Join(t.TempDir(), "old", FileName)
+	createLegacy(t, path, e)
+	for i, binding := range []string{"old", "anything", ""} {
+		s, err := Open(path, Options{NoSync: true, Encryption: e, Binding: binding})
+		if err != nil {
+			t.Fatalf("as %q: %v", binding, err)
+		}
+		put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: "alpha " + secretWord})
+		s.Close()
+	}
+	if v := rawGet(t, path, bucketMeta, metaCount); !bytes.Equal(v, u64(3)) {
+		t.Fatalf("legacy count on disk = %x, want plaintext 3", v)
+	}
+	if rawGet(t, path, bucketMeta, metaKDF)[0] != kdfLegacy {
+		t.Fatal("opening changed the store's format")
+	}
+	if err := Rekey(ctx, path, Options{Encryption: e, Binding: "old"}, e); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := decodeKDF(rawGet(t, path, bucketMeta, metaKDF)); err != nil || rec.format != kdfFormat {
+		t.Fatalf("after rekey: format %d, %v", rec.format, err)
+	}
+	if v := rawGet(t, path, bucketMeta, metaCount); len(v) == 8 {
+		t.Fatalf("count still plaintext after rekey: %x", v)
+	}
+	if _, err := Open(path, Options{NoSync: true, Encryption: e, Binding: "anything"}); !errors.Is(err, ErrOtherNamespace) {
+		t.Fatalf("rekeyed store opened as another namespace: %v", err)
+	}
+	s, err := Open(path, Options{NoSync: true, Encryption: e, Binding: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Stats(ctx)
+	if err != nil || st.Count != 3 {
+		t.Fatalf("stats = %+v, %v", st, err)
+	}
+	res, err := s.Search(ctx, memgate.Query{Text: secretWord})
+	if err != nil || len(res.Hits) != 3 {
+		t.Fatalf("search = %d hits, %v", len(res.Hits), err)
+	}
+}
+
+// One Encryption runs Argon2id once for every store of a data folder, new
+// or reopened: each store's keys come from the master key and its own salt.
+func TestOneDerivationServesEveryStore(t *testing.T) {
+	dir := t.TempDir()
+	saltFile := filepath.Join(dir, "kdf-salt")
+	runs := func(f func()) int64 {
+		before := argonRuns.Load()
+		f()
+		return argonRuns.Load() - before
+	}
+	openAll := func(e *Encryption) {
+		for i := range 6 {
+			s, err := Open(filepath.Join(dir, fmt.Sprint("ns", i), FileName), Options{NoSync: true, Encryption: e, Binding: fmt.Sprint("ns", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(t, s, memgate.Write{ID: fmt.Sprint("k", i), Text: "text"})
+			s.Close()
+		}
+	}
+	e := encryption(t, "one master for the folder")
+	e.UseSaltFile(saltFile)
+	if n := runs(func() { openAll(e); openAll(e) }); n != 1 {
+		t.Fatalf("%d derivations for 6 stores opened twice, want 1", n)
+	}
+	// Another process (a new Encryption) with the same salt file: one more.
+	e2 := encryption(t, "one master for the folder")
+	e2.UseSaltFile(saltFile)
+	if n := runs(func() { openAll(e2) }); n != 1 {
+		t.Fatalf("%d derivations in a second process, want 1", n)
+	}
+	// Without the salt file the stores still open: the salt is in each.
+	e3 := encryption(t, "one master for the folder")
+	if n := runs(func() { openAll(e3) }); n != 1 {
+		t.Fatalf("%d derivations without the salt file, want 1", n)
+	}
+	// A wrong passphrase still fails, after its own one derivation.
+	_, err := Open(filepath.Join(dir, "ns0", FileName), Options{NoSync: true, Encryption: encryption(t, "not the master"), Binding: "ns0"})
+	if !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("err = %v, want ErrWrongPassphrase", err)
+	}
+	// A legacy store pays its own derivation, once per Encryption.
+	legacy := filepath.Join(dir, "legacy", FileName)
+	createLegacy(t, legacy, encryption(t, "one master for the folder"))
+	e4 := encryption(t, "one master for the folder")
+	if n := runs(func() {
+		for range 3 {
+			s, err := Open(legacy, Options{NoSync: true, Encryption: e4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+	}); n != 1 {
+		t.Fatalf("%d derivations for a legacy store opened 3 times, want 1", n)
+	}
+	b, err := os.ReadFile(saltFile)
+	if err != nil || len(b) != len(saltMagic)+saltSize {
+		t.Fatalf("salt file: %d bytes, %v", len(b), err)
+	}
+	// A damaged salt file fails the creation of a store, not its reading.
+	os.WriteFile(saltFile, []byte("garbage"), 0o600)
+	e5 := encryption(t, "one master for the folder")
+	e5.UseSaltFile(saltFile)
+	if _, err := Open(filepath.Join(dir, "new", FileName), Options{NoSync: true, Encryption: e5}); memgate.ErrorCode(err) != memgate.CodeInternal {
+		t.Fatalf("create with a damaged salt file: %v", err)
+	}
+	s, err := Open(filepath.Join(dir, "ns1", FileName), Options{NoSync: true, Encryption: e5, Binding: "ns1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+// getU64 reads a plaintext counter of b (a plain store's); 0 when it is
+// absent.
+func getU64(b *bolt.Bucket, key []byte) uint64 {
+	v, _ := plainSealer{}.openU64(key, b.Get(key))
+	return v
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -29,6 +28,37 @@ const ExportFormat = 1
 // cursor of the next page ("" at the end). The first page starts with the
 // header line, so the pages of one export concatenate into one valid file.
 func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error) {
+	bw := bufio.NewWriter(w)
+	var werr error
+	n, next, err := s.ExportLines(ctx, cursor, limit, func(line []byte) bool {
+		if werr == nil {
+			_, werr = bw.Write(line)
+		}
+		return werr == nil
+	})
+	if err == nil {
+		err = werr
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return 0, "", memgate.AsError("storage.Export", err)
+	}
+	return n, next, nil
+}
+
+// ExportLines is Export line by line: it hands take each line (its newline
+// included) — the header line first on the first page — and take reports
+// whether the line still fits in the page. A memory line that does not fit
+// ends the page before it, with a cursor that starts the next page at it;
+// the header and the first memory of a page are always taken.
+//
+// The lines follow the order of writes: a memory replaced while an export
+// goes on page by page moves past the cursor and comes again, at its newest
+// version, on a later page (Import keeps the newest of the lines of one id),
+// so the pages restore a state no older than the first page.
+func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error) {
 	const op = "storage.Export"
 	if limit < 0 {
 		return 0, "", memgate.Invalid("limit", "limit must not be negative")
@@ -43,16 +73,17 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 	if err := cancelled(ctx); err != nil {
 		return 0, "", err
 	}
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if after == nil {
 		if err := enc.Encode(map[string]int{"memgate_export": ExportFormat}); err != nil {
 			return 0, "", memgate.Internal(op, err)
 		}
+		take(buf.Bytes())
 	}
 	count, next := 0, ""
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		t := s.txn(tx)
 		c := t.docs.Cursor()
 		for k, v := first(c, after, false); k != nil; k, v = c.Next() {
@@ -61,28 +92,31 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 					return err
 				}
 			}
+			doc := binary.BigEndian.Uint64(k)
 			if limit > 0 && count == limit {
-				next = encodeCursor(cursorExport, u64(binary.BigEndian.Uint64(k)-1))
+				next = encodeCursor(cursorExport, u64(doc-1))
 				return nil
 			}
 			r, err := s.decodeRecord(k, v)
 			if err != nil {
 				return err
 			}
-			m, err := r.memory(binary.BigEndian.Uint64(k))
+			m, err := r.memory(doc)
 			if err != nil {
 				return err
 			}
+			buf.Reset()
 			if err := enc.Encode(m); err != nil {
 				return err
+			}
+			if !take(buf.Bytes()) && count > 0 {
+				next = encodeCursor(cursorExport, u64(doc-1))
+				return nil
 			}
 			count++
 		}
 		return nil
 	})
-	if err == nil {
-		err = bw.Flush()
-	}
 	if err != nil {
 		return 0, "", memgate.AsError(op, err)
 	}
@@ -96,11 +130,14 @@ const (
 	ImportFail      = "fail"
 )
 
-// ImportReport says what an import did.
+// ImportReport says what an import did. Superseded counts the lines that
+// a later line of the same id replaced: an export taken during writes holds
+// a memory replaced meanwhile twice, and the newest is kept.
 type ImportReport struct {
-	Imported int `json:"imported"`
-	Skipped  int `json:"skipped"`
-	Lines    int `json:"lines"`
+	Imported   int `json:"imported"`
+	Skipped    int `json:"skipped"`
+	Superseded int `json:"superseded"`
+	Lines      int `json:"lines"`
 }
 
 // importBatch is how many memories share one transaction during an import.
@@ -113,8 +150,15 @@ const maxImportLine = 4 << 20
 // graph of the reference MCP memory server (memory.jsonl: entity and
 // relation lines), and writes the memories in batches of importBatch per
 // commit. onConflict is ImportSkip (the default), ImportOverwrite or
-// ImportFail. A bad line stops the import with invalid_argument naming the
-// line; batches committed before it stay, as the report counts.
+// ImportFail, for memories the store held before. Every line becomes a
+// memory or stops the import with invalid_argument (or too_large) naming
+// the line and the field; batches committed before it stay, as the report
+// counts.
+//
+// Lines of one id are one memory: the newest wins (the higher version, then
+// the later updated_at, then the later line), whichever policy applies, so
+// an export taken in pages during writes restores each memory at its
+// newest version.
 //
 // A knowledge-graph entity becomes one memory: its name is the id and title,
 // its observations (and its relations, as "relation: target" lines) are the
@@ -134,16 +178,56 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 	var (
 		batch []importItem
 		graph = newGraph()
+		seen  = map[string]*seenID{}
 	)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		imported, skipped, err := s.importBatch(ctx, batch, onConflict)
+		if err != nil {
+			return err
+		}
 		rep.Imported += imported
 		rep.Skipped += skipped
+		for _, item := range batch {
+			if sn := seen[item.w.ID]; sn != nil {
+				sn.pending, sn.written = -1, !item.skipped
+			}
+		}
 		batch = batch[:0]
-		return err
+		return nil
+	}
+	add := func(item importItem) error {
+		if item.w.ID != "" {
+			if prev := seen[item.w.ID]; prev != nil {
+				switch {
+				case !prev.written && prev.pending < 0:
+					rep.Skipped++ // the store's own memory, which the policy keeps
+					return nil
+				case !item.newer(prev):
+					rep.Superseded++ // an older line of a memory already read
+					return nil
+				case prev.pending >= 0:
+					rep.Superseded++
+					prev.note(item)
+					item.supersede = batch[prev.pending].supersede
+					batch[prev.pending] = item
+					return nil
+				}
+				rep.Superseded++
+				item.supersede = true
+			}
+			sn := &seenID{}
+			sn.note(item)
+			sn.pending = len(batch)
+			seen[item.w.ID] = sn
+		}
+		batch = append(batch, item)
+		if len(batch) == importBatch {
+			return flush()
+		}
+		return nil
 	}
 	for sc.Scan() {
 		rep.Lines++
@@ -151,38 +235,53 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 		if len(line) == 0 {
 			continue
 		}
-		item, isGraph, err := s.parseLine(line, graph)
+		item, isGraph, err := s.parseLine(line, rep.Lines, graph)
 		if err != nil {
 			return rep, lineError(rep.Lines, err)
 		}
-		if isGraph {
+		if isGraph || item == nil {
 			continue
 		}
-		if item != nil {
-			item.line = rep.Lines
-			batch = append(batch, *item)
-		}
-		if len(batch) == importBatch {
-			if err := flush(); err != nil {
-				return rep, memgate.AsError(op, err)
-			}
+		item.line = rep.Lines
+		if err := add(*item); err != nil {
+			return rep, memgate.AsError(op, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return rep, lineError(rep.Lines+1, memgate.Invalid("line", "line is unreadable or longer than %d bytes", maxImportLine))
 	}
-	for _, item := range graph.items() {
-		batch = append(batch, item)
-		if len(batch) == importBatch {
-			if err := flush(); err != nil {
-				return rep, memgate.AsError(op, err)
-			}
+	items, err := graph.items(s.opts.MaxTextBytes)
+	if err != nil {
+		return rep, err
+	}
+	for _, item := range items {
+		if err := add(item); err != nil {
+			return rep, memgate.AsError(op, err)
 		}
 	}
 	if err := flush(); err != nil {
 		return rep, memgate.AsError(op, err)
 	}
 	return rep, nil
+}
+
+// seenID is what an import remembers of an id it has read: the newest line
+// of it so far, whether that line still waits in the batch (its index) or
+// was written.
+type seenID struct {
+	version, updated int64
+	pending          int
+	written          bool
+}
+
+func (sn *seenID) note(item importItem) { sn.version, sn.updated = item.version, item.updated }
+
+// newer reports whether item, read after the line sn holds, replaces it.
+func (item importItem) newer(sn *seenID) bool {
+	if item.version != sn.version {
+		return item.version > sn.version
+	}
+	return item.updated >= sn.updated
 }
 
 func lineError(line int, err error) error {
@@ -201,73 +300,74 @@ type importItem struct {
 	w                memgate.Write
 	p                prepared
 	created, updated int64 // 0: now
+	version          int64 // the version the line carries, 0 when none
 	line             int
+	// supersede marks a newer line of a memory this import wrote: it
+	// replaces it whatever the policy.
+	supersede bool
+	skipped   bool // set by importBatch: the policy kept the store's memory
 }
 
-// exportLine is one memory line of an export; unknown fields are refused so
-// a typo does not silently drop data.
-type exportLine struct {
-	ID        string         `json:"id"`
-	Text      *string        `json:"text"`
-	Bytes     int            `json:"bytes"`
-	Title     string         `json:"title"`
-	Tags      []string       `json:"tags"`
-	Metadata  map[string]any `json:"metadata"`
-	CreatedAt *time.Time     `json:"created_at"`
-	UpdatedAt *time.Time     `json:"updated_at"`
-	Version   int64          `json:"version"`
-}
+// Fields of a memory line of an export, and of knowledge-graph lines.
+var (
+	exportFields   = []string{"id", "text", "bytes", "title", "tags", "metadata", "created_at", "updated_at", "version"}
+	entityFields   = []string{"type", "name", "entityType", "observations"}
+	relationFields = []string{"type", "from", "to", "relationType"}
+)
 
-// graphLine is one line of the reference server's memory.jsonl.
-type graphLine struct {
-	Type         string   `json:"type"`
-	Name         string   `json:"name"`
-	EntityType   string   `json:"entityType"`
-	Observations []string `json:"observations"`
-	From         string   `json:"from"`
-	To           string   `json:"to"`
-	RelationType string   `json:"relationType"`
-}
-
-func (s *Store) parseLine(line []byte, g *graph) (*importItem, bool, error) {
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(line, &probe); err != nil {
-		return nil, false, memgate.Invalid("line", "line is not a JSON object")
+func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, error) {
+	o, err := strictObject(line, "line")
+	if err != nil {
+		return nil, false, err
 	}
-	if v, ok := probe["memgate_export"]; ok {
+	if v, ok := o["memgate_export"]; ok {
 		var format int
 		if err := json.Unmarshal(v, &format); err != nil || format < 1 || format > ExportFormat {
 			return nil, false, memgate.Invalid("memgate_export", "unknown export format; upgrade memgate to import it")
 		}
-		return nil, true, nil
+		return nil, true, o.only("the header line", "memgate_export")
 	}
-	if _, ok := probe["type"]; ok {
-		var gl graphLine
-		if err := json.Unmarshal(line, &gl); err != nil {
-			return nil, false, memgate.Invalid("line", "knowledge-graph line has fields of the wrong type")
-		}
-		return nil, true, g.add(gl)
+	if _, ok := o["type"]; ok {
+		return nil, true, g.add(o, n)
 	}
-	var el exportLine
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&el); err != nil {
-		return nil, false, memgate.Invalid("line", "memory line has unknown fields or fields of the wrong type")
-	}
-	if el.Text == nil {
-		return nil, false, memgate.Invalid("text", "memory line has no text")
-	}
-	w := memgate.Write{ID: el.ID, Text: *el.Text, Title: el.Title, Tags: el.Tags, Metadata: el.Metadata, AllowEmpty: true}
-	w, err := w.Normalize(s.opts.MaxTextBytes)
-	if err != nil {
+	if err := o.only("a memory line", exportFields...); err != nil {
 		return nil, false, err
 	}
-	item := &importItem{w: w}
-	if el.CreatedAt != nil {
-		item.created = el.CreatedAt.UnixNano()
+	text, ok, err := o.str("text")
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !ok:
+		return nil, false, memgate.Invalid("text", "memory line has no text")
 	}
-	if el.UpdatedAt != nil {
-		item.updated = el.UpdatedAt.UnixNano()
+	w := memgate.Write{Text: text, AllowEmpty: true}
+	if w.ID, _, err = o.str("id"); err != nil {
+		return nil, false, err
+	}
+	if w.Title, _, err = o.str("title"); err != nil {
+		return nil, false, err
+	}
+	if w.Tags, err = o.strs("tags"); err != nil {
+		return nil, false, err
+	}
+	if w.Metadata, err = o.flat("metadata"); err != nil {
+		return nil, false, err
+	}
+	if _, err := o.integer("bytes"); err != nil {
+		return nil, false, err
+	}
+	item := &importItem{}
+	if item.version, err = o.integer("version"); err != nil {
+		return nil, false, err
+	}
+	if item.created, err = o.timestamp("created_at"); err != nil {
+		return nil, false, err
+	}
+	if item.updated, err = o.timestamp("updated_at"); err != nil {
+		return nil, false, err
+	}
+	if item.w, err = w.Normalize(s.opts.MaxTextBytes); err != nil {
+		return nil, false, err
 	}
 	return item, false, nil
 }
@@ -298,16 +398,19 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			}
 		}
 		now := s.now().UnixNano()
-		for _, item := range batch {
+		for i := range batch {
+			item := &batch[i]
+			item.skipped = false
 			old, oldDoc, err := t.lookup(item.w.ID)
 			if err != nil {
 				return err
 			}
-			if oldDoc != 0 && onConflict == ImportSkip {
+			if oldDoc != 0 && onConflict == ImportSkip && !item.supersede {
+				item.skipped = true
 				skipped++
 				continue
 			}
-			doc, err := t.docs.NextSequence()
+			doc, err := t.nextDoc()
 			if err != nil {
 				return err
 			}
@@ -330,7 +433,9 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			if err := t.insert(&rec, doc, item.p.entries, item.p.length); err != nil {
 				return err
 			}
-			imported++
+			if !item.supersede {
+				imported++
+			}
 		}
 		return nil
 	})
@@ -340,20 +445,22 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 	return imported, skipped, nil
 }
 
-// checkNew refuses the batch if any of its ids exists or repeats.
+// checkNew refuses the batch if any of its ids exists (a newer line of a
+// memory this import wrote aside).
 func (t *txn) checkNew(batch []importItem) error {
-	seen := make(map[string]bool, len(batch))
 	for _, item := range batch {
+		if item.supersede {
+			continue
+		}
 		_, doc, err := t.lookup(item.w.ID)
 		if err != nil {
 			return err
 		}
-		if doc != 0 || seen[item.w.ID] {
+		if doc != 0 {
 			return lineError(item.line, &memgate.Error{Code: memgate.CodeVersionConflict,
 				Message: "a memory with this id already exists (on_conflict is fail)",
 				Details: map[string]any{"current_version": doc}})
 		}
-		seen[item.w.ID] = true
 	}
 	return nil
 }
@@ -362,31 +469,83 @@ func (t *txn) checkNew(batch []importItem) error {
 // may come before or after the entities they join.
 type graph struct {
 	order    []string
-	entities map[string]*graphLine
-	related  map[string][]string
+	entities map[string]*entity
+	related  map[string][]relation
+}
+
+// entity is one entity of the graph, with the line that first named it.
+type entity struct {
+	entityType   string
+	observations []string
+	line         int
+}
+
+type relation struct {
+	text string
+	line int
 }
 
 func newGraph() *graph {
-	return &graph{entities: map[string]*graphLine{}, related: map[string][]string{}}
+	return &graph{entities: map[string]*entity{}, related: map[string][]relation{}}
 }
 
-func (g *graph) add(l graphLine) error {
-	switch l.Type {
+// add reads one line of the graph, line n.
+func (g *graph) add(o object, n int) error {
+	kind, _, err := o.str("type")
+	if err != nil {
+		return err
+	}
+	switch kind {
 	case "entity":
-		if err := memgate.ValidateID("name", l.Name); err != nil {
+		if err := o.only("an entity line", entityFields...); err != nil {
 			return err
 		}
-		if e, ok := g.entities[l.Name]; ok {
-			e.Observations = append(e.Observations, l.Observations...)
+		name, _, err := o.str("name")
+		if err != nil {
+			return err
+		}
+		if err := memgate.ValidateID("name", name); err != nil {
+			return err
+		}
+		typ, _, err := o.str("entityType")
+		if err != nil {
+			return err
+		}
+		obs, err := o.strs("observations")
+		if err != nil {
+			return err
+		}
+		if e, ok := g.entities[name]; ok {
+			if typ != "" && e.entityType != "" && typ != e.entityType {
+				return memgate.Invalid("entityType", "the entity was given another entityType on an earlier line")
+			}
+			if e.entityType == "" {
+				e.entityType = typ
+			}
+			e.observations = append(e.observations, obs...)
 			return nil
 		}
-		g.order = append(g.order, l.Name)
-		g.entities[l.Name] = &l
+		g.order = append(g.order, name)
+		g.entities[name] = &entity{entityType: typ, observations: obs, line: n}
 	case "relation":
-		if l.From == "" || l.To == "" || l.RelationType == "" {
-			return memgate.Invalid("relation", "a relation needs from, to and relationType")
+		if err := o.only("a relation line", relationFields...); err != nil {
+			return err
 		}
-		g.related[l.From] = append(g.related[l.From], l.RelationType+": "+l.To)
+		var from, to, rel string
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"from", &from}, {"to", &to}, {"relationType", &rel}} {
+			v, _, err := o.str(f.name)
+			if err != nil {
+				return err
+			}
+			if v == "" {
+				return memgate.Invalid(f.name, "a relation needs from, to and relationType")
+			}
+			*f.v = v
+		}
+		g.related[from] = append(g.related[from], relation{text: rel + ": " + to, line: n})
 	default:
 		return memgate.Invalid("type", "type must be entity or relation")
 	}
@@ -395,11 +554,25 @@ func (g *graph) add(l graphLine) error {
 
 var notTagChar = regexp.MustCompile(`[^\p{L}\p{N}_\-.:/]+`)
 
-func (g *graph) items() []importItem {
+// items turns the graph into memories, every entity one, each checked
+// against the rules of a memory with a text of at most maxText bytes: a
+// rule broken stops the import at the entity's first line, naming the
+// field of the line (observations, name, entityType). A relation from an
+// entity the graph lacks stops it at the relation's line.
+func (g *graph) items(maxText int) ([]importItem, error) {
+	for from, rels := range g.related {
+		if _, ok := g.entities[from]; !ok {
+			return nil, lineError(rels[0].line, memgate.Invalid("from", "the relation starts at an entity that no entity line names"))
+		}
+	}
+	fields := map[string]string{"text": "observations", "title": "name", "id": "name", "tags": "entityType", "metadata": "entityType"}
 	out := make([]importItem, 0, len(g.order))
 	for _, name := range g.order {
 		e := g.entities[name]
-		lines := append(append([]string{}, e.Observations...), g.related[name]...)
+		lines := append([]string{}, e.observations...)
+		for _, r := range g.related[name] {
+			lines = append(lines, r.text)
+		}
 		text := strings.Join(lines, "\n")
 		if strings.TrimSpace(text) == "" {
 			text = name
@@ -408,18 +581,29 @@ func (g *graph) items() []importItem {
 		if title := []rune(name); len(title) <= memgate.MaxTitleChars {
 			w.Title = name
 		}
-		if tag := notTagChar.ReplaceAllString(e.EntityType, "-"); tag != "" {
+		if tag := notTagChar.ReplaceAllString(e.entityType, "-"); tag != "" {
 			if r := []rune(tag); len(r) > memgate.MaxTagChars {
 				tag = string(r[:memgate.MaxTagChars])
 			}
 			w.Tags = []string{tag}
-			w.Metadata["entity_type"] = e.EntityType
+			w.Metadata["entity_type"] = e.entityType
 		}
-		if nw, err := w.Normalize(0); err == nil {
-			out = append(out, importItem{w: nw})
+		nw, err := w.Normalize(maxText)
+		if err != nil {
+			ge := memgate.AsError("storage.Import", err)
+			if f, ok := ge.Details["field"].(string); ok && fields[f] != "" {
+				d := map[string]any{}
+				for k, v := range ge.Details {
+					d[k] = v
+				}
+				d["field"] = fields[f]
+				ge = &memgate.Error{Code: ge.Code, Message: ge.Message, Details: d}
+			}
+			return nil, lineError(e.line, ge)
 		}
+		out = append(out, importItem{w: nw, line: e.line})
 	}
-	return out
+	return out, nil
 }
 
 // Backup writes a consistent copy of the store to w while it stays live:
@@ -430,7 +614,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
 		return err
@@ -444,7 +628,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 	const op = "storage.Backup"
 	f, err := os.CreateTemp(filepath.Dir(path), ".memgate-backup-*")
 	if err != nil {
-		return 0, memgate.Internal(op, err)
+		return 0, StoreError(op, err)
 	}
 	defer os.Remove(f.Name())
 	n, err := s.Backup(ctx, f)
@@ -458,7 +642,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		return 0, memgate.AsError(op, err)
+		return 0, StoreError(op, err)
 	}
 	return n, nil
 }

@@ -49,7 +49,11 @@ func recordTerms(r *record, fn func(kind byte, content string, tf int)) int {
 }
 
 // metaTerm is the indexed form of one metadata pair. Values are compared as
-// JSON, so 1 and 1.0 match and "1" does not.
+// JSON, so 1 and 1.0 match and "1" does not. The JSON is json.Marshal's,
+// HTML escaping included ("<" as \u003c): that is the form the keys of
+// existing stores hold. A value full of such characters makes a term up to
+// six times the metadata limit; the sealer hashes a term too long for a
+// key (see keys.go), so that costs no room on disk.
 func metaTerm(key string, value any) string {
 	v, ok := memgate.FlatValue(value)
 	if !ok {

@@ -283,3 +283,49 @@ func TestStatsCountsBytes(t *testing.T) {
 		t.Fatalf("store_bytes = %d, the file holds %v (%v)", st.StoreBytes, fi.Size(), err)
 	}
 }
+
+// A page ends early when Take refuses a memory, in every listing path (the
+// whole walk, a narrowed one in update order, a few narrowed in creation
+// order), and the next page starts at the memory refused.
+func TestListTakeEndsEveryKindOfPageEarly(t *testing.T) {
+	s := clockStore(t)
+	for i := range 7 {
+		put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: "x", Tags: []string{fmt.Sprint("p", i%2)}})
+	}
+	cases := []struct {
+		name string
+		q    memgate.ListQuery
+		want string
+	}{
+		{"the whole walk", memgate.ListQuery{}, "m6,m5|m4,m3|m2,m1|m0"},
+		{"narrowed in update order", memgate.ListQuery{Tags: []string{"p0"}}, "m6,m4|m2,m0"},
+		{"narrowed in creation order", memgate.ListQuery{Tags: []string{"p1"}, Order: memgate.OrderCreatedAsc}, "m1,m3|m5"},
+		{"narrowed in creation order, descending", memgate.ListQuery{Tags: []string{"p1"}, Order: memgate.OrderCreatedDesc}, "m5,m3|m1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.Limit = 1000
+			q.Take = func(i int, _ memgate.Memory) bool { return i < 2 }
+			var pages []string
+			for range 10 {
+				page, err := s.List(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, m := range page.Memories {
+					ids = append(ids, m.ID)
+				}
+				pages = append(pages, strings.Join(ids, ","))
+				if page.NextCursor == "" {
+					break
+				}
+				q.Cursor = page.NextCursor
+			}
+			if got := strings.Join(pages, "|"); got != tc.want {
+				t.Fatalf("pages %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

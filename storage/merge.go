@@ -42,11 +42,11 @@ func (s *Store) merge() error {
 				return err
 			}
 		}
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.writeTx("storage.merge", func(tx *bolt.Tx) error {
 			t := s.txn(tx)
 			if start == 0 {
 				mark = t.docs.Sequence()
-				if err := t.meta.Put(metaMerging, u64(mark)); err != nil {
+				if err := s.setCounter(t.meta, metaMerging, mark); err != nil {
 					return err
 				}
 			}
@@ -61,12 +61,13 @@ func (s *Store) merge() error {
 			if err := t.meta.Delete(metaMerging); err != nil {
 				return err
 			}
-			return t.meta.Put(metaMerged, u64(mark))
+			return s.setCounter(t.meta, metaMerged, mark)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	s.tail.Store(newTail(mark))
+	s.tail.Store(newTail(mark, s.opts.TailBudget))
+	tl.release()
 	return nil
 }

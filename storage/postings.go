@@ -233,8 +233,12 @@ var errStaleTail = errors.New("storage: tail changed")
 func (s *Store) view(fn func(v *view) error) error {
 	for {
 		tl := s.tail.Load()
-		err := s.db.View(func(tx *bolt.Tx) error {
-			if getU64(tx.Bucket(bucketMeta), metaMerged) != tl.base {
+		err := s.readTx("storage.view", func(tx *bolt.Tx) error {
+			merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
+			if err != nil {
+				return err
+			}
+			if merged != tl.base {
 				return errStaleTail
 			}
 			return fn(&view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),

@@ -23,7 +23,7 @@ func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 		return memgate.Memory{}, err
 	}
 	var mem memgate.Memory
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		r, doc, err := s.txn(tx).lookup(id)
 		if err != nil {
 			return err
@@ -47,11 +47,15 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		return memgate.StoreStats{}, err
 	}
 	var st memgate.StoreStats
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		st.Count = int64(getU64(meta, metaCount))
-		st.Bytes = int64(getU64(meta, metaBytes))
-		return nil
+		count, err := s.counter(meta, metaCount)
+		if err != nil {
+			return err
+		}
+		bytes, err := s.counter(meta, metaBytes)
+		st.Count, st.Bytes = int64(count), int64(bytes)
+		return err
 	})
 	if err != nil {
 		return st, memgate.Wrap(op, err)
@@ -143,7 +147,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		w := newWalk(ctx)
 		narrowed := len(tags) > 0 || len(q.Filter) > 0
 		if narrowed && !created {
-			return s.listNewest(v, w, t, tags, q.Filter, after, limit, &page)
+			return s.listNewest(v, w, t, tags, q.Filter, after, limit, q.Take, &page)
 		}
 		var allowed narrowing
 		if narrowed {
@@ -152,7 +156,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 				return err
 			}
 			if allowed.set != nil && len(allowed.set) <= byRecord {
-				return s.listFew(t, allowed.set, desc, after, limit, &page)
+				return s.listFew(t, allowed.set, desc, after, limit, q.Take, &page)
 			}
 		}
 		b, order := t.docs, byte(cursorUpdated)
@@ -196,9 +200,16 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err != nil {
 				return err
 			}
+			if created && string(createdKey(&r)) != string(k) {
+				return errMisplaced
+			}
 			m, err := r.memory(doc)
 			if err != nil {
 				return err
+			}
+			if !fits(q.Take, &page, m) {
+				page.NextCursor = encodeCursor(order, lastPos)
+				return nil
 			}
 			page.Memories = append(page.Memories, m)
 			lastPos = append(lastPos[:0], k...)
@@ -209,6 +220,13 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		return memgate.Page{}, memgate.AsError(op, err)
 	}
 	return page, nil
+}
+
+// fits asks ListQuery.Take whether m joins page; the first memory of a page
+// always does.
+func fits(take func(int, memgate.Memory) bool, page *memgate.Page, m memgate.Memory) bool {
+	n := len(page.Memories)
+	return take == nil || take(n, m) || n == 0
 }
 
 // first positions c at the first key strictly after `after` in the walking
@@ -271,7 +289,7 @@ var (
 )
 
 // listNewest is a narrowed listing in update order.
-func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, false)
 	if err != nil {
 		return err
@@ -301,6 +319,10 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 		if err != nil {
 			return err
 		}
+		if !fits(take, page, m) {
+			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
+			return nil
+		}
 		page.Memories = append(page.Memories, m)
 		last, target = doc, doc-1
 	}
@@ -308,7 +330,7 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 
 // listFew is a narrowed listing in creation order of the few documents in
 // set.
-func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, page *memgate.Page) error {
+func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
 	type entry struct {
 		key []byte
 		rec record
@@ -347,6 +369,10 @@ func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, 
 		m, err := e.rec.memory(e.doc)
 		if err != nil {
 			return err
+		}
+		if !fits(take, page, m) {
+			page.NextCursor = encodeCursor(order, lastPos)
+			return nil
 		}
 		page.Memories = append(page.Memories, m)
 		lastPos = e.key

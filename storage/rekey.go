@@ -38,7 +38,16 @@ const (
 // leaves either the old store or the new one whole at path. A file left
 // beside by a crash is removed by the next rekey. Versions, timestamps and
 // list cursors stay valid.
+//
+// The new store is bound to opts.Binding, as the old one was (or, if it
+// was older than bindings, is from now on); RekeyAs binds it to another.
 func Rekey(ctx context.Context, path string, opts Options, to *Encryption) error {
+	return RekeyAs(ctx, path, opts, to, opts.Binding)
+}
+
+// RekeyAs is Rekey that binds the new store to binding: how a store moves
+// to another namespace. opts.Binding is the one it has now.
+func RekeyAs(ctx context.Context, path string, opts Options, to *Encryption, binding string) error {
 	const op = "storage.Rekey"
 	if to == nil {
 		return memgate.Invalid("passphrase", "rekey needs the new passphrase")
@@ -76,7 +85,7 @@ func Rekey(ctx context.Context, path string, opts Options, to *Encryption) error
 			os.Remove(tmp)
 		}
 	}()
-	count, err := copyRekeyed(ctx, src, tmp, to, fault)
+	count, err := copyRekeyed(ctx, src, tmp, to, binding, fault)
 	if err != nil {
 		return memgate.AsError(op, err)
 	}
@@ -85,7 +94,7 @@ func Rekey(ctx context.Context, path string, opts Options, to *Encryption) error
 	}
 	// Open the copy as any store, as a check that it is whole and opens
 	// under the new passphrase.
-	check, err := Open(tmp, Options{Encryption: to, LockTimeout: opts.LockTimeout, MergeEvery: opts.MergeEvery})
+	check, err := Open(tmp, Options{Encryption: to, Binding: binding, LockTimeout: opts.LockTimeout, MergeEvery: opts.MergeEvery})
 	if err != nil {
 		return memgate.AsError(op, err)
 	}
@@ -119,8 +128,8 @@ func syncDir(dir string) error {
 
 // copyRekeyed writes src's contents, sealed under to, into a new file at
 // path and syncs it; it returns the number of memories.
-func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, fault func(string) error) (int64, error) {
-	kdf, dst, err := to.create()
+func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, binding string, fault func(string) error) (int64, error) {
+	kdf, check, dst, err := to.create(binding)
 	if err != nil {
 		return 0, err
 	}
@@ -134,17 +143,36 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, f
 	var count int64
 	// One read transaction of the source: nobody else writes it (Rekey
 	// holds its lock and has stopped its committer).
-	err = src.db.View(func(stx *bolt.Tx) error {
-		count = int64(getU64(stx.Bucket(bucketMeta), metaCount))
+	err = src.readTx("storage.Rekey", func(stx *bolt.Tx) error {
+		smeta := stx.Bucket(bucketMeta)
+		n, err := src.counter(smeta, metaCount)
+		if err != nil {
+			return err
+		}
+		count = int64(n)
 		w := &rekeyWriter{db: db}
 		if err := w.do(func(tx *bolt.Tx) error {
-			if err := createBuckets(tx, kdf, dst); err != nil {
+			if err := createBuckets(tx, kdf, check, dst); err != nil {
 				return err
 			}
 			meta := tx.Bucket(bucketMeta)
-			// Counters and the merge marks, as they are.
-			return stx.Bucket(bucketMeta).ForEach(func(k, v []byte) error {
-				if bytes.Equal(k, metaKDF) || bytes.Equal(k, metaKeyCheck) || bytes.Equal(k, metaSchema) {
+			// The counters and the merged mark, sealed anew (Rekey merged
+			// the tail: no merge is under way).
+			for _, key := range [][]byte{metaCount, metaBytes, metaTotalLen, metaMerged} {
+				v, err := src.counter(smeta, key)
+				if err != nil {
+					return err
+				}
+				if err := meta.Put(key, dst.sealU64(key, v)); err != nil {
+					return err
+				}
+			}
+			// Any other record, as it is.
+			return smeta.ForEach(func(k, v []byte) error {
+				switch {
+				case bytes.Equal(k, metaKDF), bytes.Equal(k, metaKeyCheck), bytes.Equal(k, metaSchema),
+					bytes.Equal(k, metaSeq), bytes.Equal(k, metaMerging), bytes.Equal(k, metaCount),
+					bytes.Equal(k, metaBytes), bytes.Equal(k, metaTotalLen), bytes.Equal(k, metaMerged):
 					return nil
 				}
 				return meta.Put(bytes.Clone(k), bytes.Clone(v))
@@ -194,6 +222,9 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, f
 			return err
 		}
 		if err := w.do(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketMeta).Put(metaSeq, dst.sealU64(metaSeq, sdocs.Sequence())); err != nil {
+				return err
+			}
 			return tx.Bucket(bucketDocs).SetSequence(sdocs.Sequence())
 		}); err != nil {
 			return err

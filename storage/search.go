@@ -140,11 +140,19 @@ func queryTerms(text string) []string {
 // smaller of the narrowing and the words, not the store.
 func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string, mode string, md map[string]any, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
-	n := int(getU64(meta, metaCount))
+	count, err := s.counter(meta, metaCount)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := s.counter(meta, metaTotalLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int(count)
 	if n == 0 {
 		return nil, 0, nil
 	}
-	avgLen := float64(getU64(meta, metaTotalLen)) / float64(n)
+	avgLen := float64(total) / float64(n)
 	if f == nil {
 		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, avgLen); ok || err != nil {
 			return top, candidates, err
@@ -282,6 +290,10 @@ func (r *ranking) byDocument(docs []uint64) error {
 	}
 }
 
+// maxScoreArray bounds the array of scores by document (8 bytes each), so
+// that no counter, however large, makes a search allocate more than 32 MiB.
+const maxScoreArray = 1 << 22
+
 var (
 	scorePool   = sync.Pool{New: func() any { return new([]float64) }}
 	postingPool = sync.Pool{New: func() any { return new([]posting) }}
@@ -293,7 +305,7 @@ var (
 // numbers are too sparse for an array.
 func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen float64) ([]search.Scored, int, bool, error) {
 	hi := v.seq
-	if hi >= uint64(8*n+65536) {
+	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
 	}
 	buf := scorePool.Get().(*[]float64)
@@ -319,6 +331,9 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 		}
 		idf := search.DefaultBM25.IDF(len(ps), n)
 		for _, p := range ps {
+			if p.doc > hi {
+				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
+			}
 			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
 		}
 	}
@@ -345,7 +360,7 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 		lo = min(lo, l.cur)
 	}
 	hi := v.seq
-	if hi < lo || hi-lo >= uint64(8*n+65536) {
+	if hi < lo || hi-lo >= uint64(8*n+65536) || hi-lo >= maxScoreArray {
 		return false, nil
 	}
 	buf := scorePool.Get().(*[]float64)
@@ -363,6 +378,9 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 				ps = l.chunk
 			}
 			for _, p := range ps[l.i:] {
+				if p.doc < lo || p.doc > hi {
+					return false, errBadRecord // a posting past the snapshot: a damaged list
+				}
 				acc[p.doc-lo] += r.score(i, p)
 			}
 			l.i = len(ps) - 1

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,10 +65,23 @@ type Options struct {
 	// MergeEvery is how many documents the in-memory tail of the index
 	// gathers before it is merged into the postings on disk; 0 means 4096.
 	MergeEvery int
+	// MergeBytes bounds the memory (estimated) that the tail holds: past
+	// it, the tail is merged whatever its number of documents; 0 means
+	// DefaultMergeBytes.
+	MergeBytes int64
+	// TailBudget, when set, bounds the memory of the tails of every store
+	// that shares it (see TailBudget); tenants.Pool gives one to all its
+	// stores.
+	TailBudget *TailBudget
 	// Encryption, when set, encrypts a new store and is needed to open an
 	// encrypted one; nil means a plain store. Opening a store in the other
 	// mode fails with ErrEncrypted or ErrNotEncrypted.
 	Encryption *Encryption
+	// Binding names what an encrypted store belongs to: the pool sets the
+	// namespace. A store created with a binding opens only with the same
+	// one (ErrOtherNamespace otherwise); one created without, or by an
+	// older memgate, opens with any.
+	Binding string
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -83,8 +97,13 @@ type Store struct {
 	write *committer
 	tail  atomic.Pointer[tail]
 
+	mergeAsked atomic.Bool // a merge asked by the tail budget is on its way
+
 	closeOnce sync.Once
 	closeErr  error
+
+	file    *os.File    // the file bbolt has open, to close under a wedged bbolt
+	damaged atomic.Bool // found damaged: every call fails (see guard)
 }
 
 // Open opens the store in the file at path, creating it (and its folder) if
@@ -98,6 +117,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MergeEvery <= 0 {
 		opts.MergeEvery = 4096
 	}
+	if opts.MergeBytes <= 0 {
+		opts.MergeBytes = DefaultMergeBytes
+	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 100 * time.Millisecond
 	}
@@ -110,10 +132,12 @@ func Open(path string, opts Options) (*Store, error) {
 		now = time.Now
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, memgate.Internal(op, err)
+		return nil, StoreError(op, err)
 	}
-	db, err := openFile(path, opts)
+	db, file, err := openBolt(path, opts)
 	switch {
+	case isDamage(err):
+		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, &memgate.Error{Code: memgate.CodeStoreLocked, Op: op, Cause: err,
 			Message: "the store is in use by another memgate process; stop it or use another data folder"}
@@ -121,26 +145,69 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
 			Message: "the store cannot be opened: permission denied"}
 	case err != nil:
-		return nil, memgate.Internal(op, err)
+		return nil, StoreError(op, err)
 	}
 	// bbolt grows a file past 16 MiB by 16 MiB at a time; smaller steps keep
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
-	s := &Store{db: db, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
-	if err := s.init(); err != nil {
-		db.Close()
+	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if err := s.checkFile(); err != nil {
+		s.closeBolt()
 		return nil, err
+	}
+	if err := s.init(); err != nil {
+		s.closeBolt()
+		return nil, StoreError(op, err)
 	}
 	if err := s.loadTail(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.finishMerge(); err != nil {
-		db.Close()
+		s.closeBolt()
 		return nil, err
 	}
 	s.write = newCommitter(s, log)
+	// A merge that cannot finish (a full disk, a read-only filesystem, any
+	// failure) leaves the store readable: the tail holds every document
+	// above the merged mark and view.list reads postings already merged
+	// once. Writes wait, refused, until a later merge succeeds.
+	if err := s.finishMerge(); err != nil {
+		log.Error("index merge left unfinished could not be finished; writes are refused until it is",
+			"op", op, "error", err)
+		s.write.mergeFailed(err)
+	}
+	opts.TailBudget.join(s)
 	return s, nil
+}
+
+// mergeDue reports whether the tail is to be merged now: it holds
+// MergeEvery documents or MergeBytes, or the tails sharing its budget hold
+// more than the budget and this one more than its share. When they do and
+// this tail is within its share, the largest tail's store is asked to merge.
+func (s *Store) mergeDue() bool {
+	tl := s.tail.Load()
+	n := tl.bytes.Load()
+	if tl.len() >= s.opts.MergeEvery || n >= s.opts.MergeBytes {
+		return true
+	}
+	share, largest, over := s.opts.TailBudget.over()
+	switch {
+	case !over:
+		return false
+	case n > share || largest == s:
+		return n > 0
+	}
+	largest.askMerge()
+	return false
+}
+
+// askMerge has the committer merge the tail if it is due, without a write:
+// the tail budget asks it of a store whose tail holds more than its share.
+func (s *Store) askMerge() {
+	if !s.mergeAsked.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.mergeAsked.Store(false)
+		s.write.do(nil)
+	}()
 }
 
 // openFile opens and locks the file at path. A rekey replaces the file
@@ -148,19 +215,34 @@ func Open(path string, opts Options) (*Store, error) {
 // for that lock would then hold a file nobody sees any more, so after
 // taking the lock openFile checks that path is still the file it locked,
 // and opens it again if not.
-func openFile(path string, opts Options) (*bolt.DB, error) {
+func openFile(path string, opts Options, open func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
 	for attempt := 0; ; attempt++ {
 		before, statErr := os.Stat(path)
 		var size int64
 		if statErr == nil {
 			size = before.Size()
 		}
-		db, err := bolt.Open(path, 0o600, &bolt.Options{
+		bo := &bolt.Options{
 			Timeout:      opts.LockTimeout,
 			NoSync:       opts.NoSync,
 			FreelistType: bolt.FreelistMapType,
 			MmapFlags:    mmapFlags(size),
-		})
+			OpenFile:     open,
+		}
+		db, err := bolt.Open(path, 0o600, bo)
+		if errors.Is(err, syscall.EROFS) && statErr == nil {
+			// A store on a read-only filesystem still answers reads; its
+			// writes fail with the filesystem's condition (StoreError).
+			bo.ReadOnly = true
+			db, err = bolt.Open(path, 0o600, bo)
+		}
+		if err != nil && errors.Is(statErr, fs.ErrNotExist) && diskFull(err) {
+			// bbolt wrote part of a new file's first pages: left there,
+			// they would be a damaged store at the next open.
+			if fi, serr := os.Stat(path); serr == nil && fi.Size() < 4*int64(os.Getpagesize()) {
+				os.Remove(path)
+			}
+		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
 		}
@@ -174,31 +256,44 @@ func openFile(path string, opts Options) (*bolt.DB, error) {
 // init creates the buckets of a new store and checks the schema of an old
 // one, and sets up the store's sealer: plain, or, for an encrypted store,
 // one whose keys come from the passphrase and the store's salt. Opening an
-// existing store writes nothing.
+// existing store writes nothing, and a file is new only when it holds
+// nothing at all: a store with data that lost its schema or its
+// encryption records is refused, never laid out again over its data.
 func (s *Store) init() error {
 	const op = "storage.Open"
-	var schema, kdf, check []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var (
+		schema, kdf, check []byte
+		empty              = true
+	)
+	err := s.readTx(op, func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			schema = bytes.Clone(meta.Get(metaSchema))
 			kdf = bytes.Clone(meta.Get(metaKDF))
 			check = bytes.Clone(meta.Get(metaKeyCheck))
 		}
-		return nil
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
+			if k, _ := b.Cursor().First(); k != nil || b.Sequence() != 0 {
+				empty = false
+			}
+			return nil
+		})
 	})
 	enc := s.opts.Encryption
 	switch {
 	case err != nil:
-		return memgate.Internal(op, err)
-	case schema == nil:
-		var sealed *encSealer
+		return memgate.Wrap(op, err)
+	case empty:
+		var (
+			sealed *encSealer
+			check  []byte
+		)
 		if enc != nil {
-			if kdf, sealed, err = enc.create(); err != nil {
+			if kdf, check, sealed, err = enc.create(s.opts.Binding); err != nil {
 				return memgate.AsError(op, err)
 			}
 		}
-		err = s.db.Update(func(tx *bolt.Tx) error {
-			return createBuckets(tx, kdf, sealed)
+		err = s.writeTx(op, func(tx *bolt.Tx) error {
+			return createBuckets(tx, kdf, check, sealed)
 		})
 		if err != nil {
 			return memgate.Wrap(op, err)
@@ -207,6 +302,14 @@ func (s *Store) init() error {
 			s.seal = sealed
 		}
 		return nil
+	case kdf != nil || check != nil:
+		if schema == nil || kdf == nil || check == nil {
+			return ErrRecordMissing
+		}
+	case schema == nil:
+		return errSchemaMissing
+	}
+	switch {
 	case len(schema) != 8 || binary.BigEndian.Uint64(schema) > schemaVersion:
 		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op,
 			Message: "the store was written by a newer memgate; upgrade memgate to open it"}
@@ -215,18 +318,42 @@ func (s *Store) init() error {
 	case kdf == nil && enc != nil:
 		return ErrNotEncrypted
 	case kdf != nil:
-		sealed, err := enc.open(kdf, check)
+		sealed, err := enc.open(kdf, check, s.opts.Binding)
 		if err != nil {
 			return err
+		}
+		if err := s.readTx(op, func(tx *bolt.Tx) error { return checkSeq(tx, sealed) }); err != nil {
+			return memgate.Wrap(op, err)
 		}
 		s.seal = sealed
 	}
 	return nil
 }
 
+var errSchemaMissing = &memgate.Error{Code: memgate.CodeUnavailable,
+	Message: "the store's schema record is missing; restore it from a backup"}
+
+// checkSeq checks that the docs bucket's sequence, which bbolt keeps in
+// plaintext, is the one the store sealed: a sequence moved back would give
+// new memories the numbers of existing ones.
+func checkSeq(tx *bolt.Tx, s *encSealer) error {
+	if !s.counters {
+		return nil
+	}
+	seq, err := s.openU64(metaSeq, tx.Bucket(bucketMeta).Get(metaSeq))
+	if err != nil {
+		return err
+	}
+	if seq != tx.Bucket(bucketDocs).Sequence() {
+		return errMisplaced
+	}
+	return nil
+}
+
 // createBuckets lays out a new store in tx; with sealed (and its KDF record
-// kdf), an encrypted one.
-func createBuckets(tx *bolt.Tx, kdf []byte, sealed *encSealer) error {
+// kdf and key check), an encrypted one, whose counters are sealed from the
+// start.
+func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 	for _, name := range [][]byte{bucketDocs, bucketIDs, bucketCreated, bucketPostings, bucketMeta, bucketCands} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
@@ -237,8 +364,15 @@ func createBuckets(tx *bolt.Tx, kdf []byte, sealed *encSealer) error {
 		if err := meta.Put(metaKDF, kdf); err != nil {
 			return err
 		}
-		if err := meta.Put(metaKeyCheck, sealed.seal(bucketMeta, metaKeyCheck, keyCheckText)); err != nil {
+		if err := meta.Put(metaKeyCheck, check); err != nil {
 			return err
+		}
+		if sealed.counters {
+			for _, key := range [][]byte{metaCount, metaBytes, metaTotalLen, metaMerged, metaSeq} {
+				if err := meta.Put(key, sealed.sealU64(key, 0)); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return meta.Put(metaSchema, u64(schemaVersion))
@@ -258,13 +392,15 @@ const closeMerge = 16
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.write.close()
-		if s.tail.Load().len() >= closeMerge && !s.write.unmerged {
+		if s.tail.Load().len() >= closeMerge && !s.write.unmerged && !s.damaged.Load() && !s.db.IsReadOnly() {
 			if err := s.merge(); err != nil {
 				// Not lost: the next open rebuilds the tail from the records.
 				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)
 			}
 		}
-		s.closeErr = s.db.Close()
+		s.opts.TailBudget.leave(s)
+		s.tail.Load().release()
+		s.closeErr = s.closeBolt()
 	})
 	return s.closeErr
 }
@@ -278,17 +414,56 @@ func u64(v uint64) []byte {
 	return b
 }
 
-func getU64(b *bolt.Bucket, key []byte) uint64 {
-	v := b.Get(key)
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
+// counter reads the counter key of the meta bucket: plaintext, or sealed
+// in a store that seals them (then a changed or missing one is an error).
+func (s *Store) counter(meta *bolt.Bucket, key []byte) (uint64, error) {
+	return s.seal.openU64(key, meta.Get(key))
 }
 
-// addU64 adds delta to a counter in b.
-func addU64(b *bolt.Bucket, key []byte, delta int64) error {
-	return b.Put(key, u64(uint64(int64(getU64(b, key))+delta)))
+func (s *Store) setCounter(meta *bolt.Bucket, key []byte, v uint64) error {
+	return meta.Put(key, s.seal.sealU64(key, v))
+}
+
+// addCounter adds delta to a counter of meta.
+func (s *Store) addCounter(meta *bolt.Bucket, key []byte, delta int64) error {
+	v, err := s.counter(meta, key)
+	if err != nil {
+		return err
+	}
+	return s.setCounter(meta, key, uint64(int64(v)+delta))
+}
+
+// diskFull reports whether err is a full disk or an exhausted quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// StoreError is the one place a failure of a store's file (or of its
+// folder) becomes the error a caller sees. A full disk and a read-only filesystem are conditions of the
+// store, not faults of memgate: unavailable, with a message that names the
+// condition and says what still works. Anything else is as memgate.Wrap
+// makes it. Every write path (the committer, merges, Open, backups) goes
+// through it; op names the operation for an error that has none.
+func StoreError(op string, err error) error {
+	if err == nil || memgate.ErrorCode(err) != memgate.CodeInternal {
+		return err
+	}
+	var msg string
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		msg = "the disk is full; writes fail until space is freed (reads still work)"
+	case errors.Is(err, syscall.EDQUOT):
+		msg = "the disk quota is exhausted; writes fail until space is freed (reads still work)"
+	case errors.Is(err, syscall.EROFS), errors.Is(err, berrors.ErrDatabaseReadOnly):
+		msg = "the filesystem is read-only; writes fail until it is writable again (reads still work)"
+	default:
+		return memgate.Wrap(op, err)
+	}
+	var e *memgate.Error
+	if errors.As(err, &e) && e.Op != "" {
+		op = e.Op
+	}
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err, Message: msg}
 }
 
 var errClosed = &memgate.Error{Code: memgate.CodeUnavailable, Message: "the store is closed"}
@@ -310,9 +485,12 @@ func (s *Store) String() string {
 // the store was closed while a merge was due.
 func (s *Store) loadTail() error {
 	const op = "storage.Open"
-	err := s.db.View(func(tx *bolt.Tx) error {
-		merged := getU64(tx.Bucket(bucketMeta), metaMerged)
-		tl := newTail(merged)
+	err := s.readTx(op, func(tx *bolt.Tx) error {
+		merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
+		if err != nil {
+			return err
+		}
+		tl := newTail(merged, s.opts.TailBudget)
 		var change tailChange
 		c := tx.Bucket(bucketDocs).Cursor()
 		for k, v := c.Seek(u64(merged + 1)); k != nil; k, v = c.Next() {
@@ -333,7 +511,7 @@ func (s *Store) loadTail() error {
 // finishMerge completes a merge the process did not finish.
 func (s *Store) finishMerge() error {
 	var unfinished bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.readTx("storage.Open", func(tx *bolt.Tx) error {
 		unfinished = tx.Bucket(bucketMeta).Get(metaMerging) != nil
 		return nil
 	})

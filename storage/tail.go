@@ -3,17 +3,20 @@ package storage
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // The tail holds, in memory, the postings of the documents written since the
 // last merge — the documents numbered above meta's merged mark. A write adds
 // its postings to the tail only, touching a handful of pages on disk (the
 // record, its id, its creation key, the counters) instead of one posting
-// chunk per distinct term. When the tail has gathered mergeEvery documents,
-// the committer merges it into the postings bucket in one transaction, one
-// chunk append per term, and starts an empty tail. At open, the tail is
-// rebuilt from the records above the merged mark: the most recent documents,
-// at the end of the docs bucket, at most mergeEvery of them.
+// chunk per distinct term. When the tail has gathered MergeEvery documents
+// or MergeBytes of memory (or its share of a TailBudget), the committer
+// merges it into the postings bucket (see merge), one chunk append per
+// term, and starts an empty tail. At open, the tail is rebuilt from the
+// records above the merged mark: the most recent documents, at the end of
+// the docs bucket, at most MergeEvery of them unless a merge was due or
+// could not finish.
 //
 // Readers see exactly their snapshot. The tail is changed just before a
 // commit, so no reader can miss a committed document; a reader ignores
@@ -21,18 +24,46 @@ import (
 // with a sequence above it. A failed commit undoes its change. A reader takes
 // the tail before its transaction and checks that the tail starts where its
 // snapshot's merged mark says; if a merge came in between, it starts again.
+//
+// A tail is bounded by documents (MergeEvery) and by the memory it holds
+// (MergeBytes, and the TailBudget shared by the stores of a process): bytes
+// estimates it as the term keys, the postings' arrays as allocated and a
+// fixed cost per map entry.
 type tail struct {
-	base uint64 // the merged mark this tail starts above
+	base   uint64      // the merged mark this tail starts above
+	budget *TailBudget // nil: none
 
 	mu    sync.RWMutex
 	terms map[string][]posting // term key → postings, by document
 	dead  map[uint64]uint64    // document → sequence at which it was removed
 	size  int                  // documents added, alive or not
+	bytes atomic.Int64         // estimated memory held
 }
 
-func newTail(base uint64) *tail {
-	return &tail{base: base, terms: map[string][]posting{}, dead: map[uint64]uint64{}}
+// Estimated costs of a tail's entries, beyond the term key's own bytes: a
+// map slot with its share of control bytes and empty slots, and the size
+// class rounding of the key's and the array's allocations.
+const (
+	tailTermBytes    = 64
+	tailPostingBytes = 16 // sizeof(posting)
+	tailDeadBytes    = 24
+)
+
+func newTail(base uint64, budget *TailBudget) *tail {
+	return &tail{base: base, budget: budget, terms: map[string][]posting{}, dead: map[uint64]uint64{}}
 }
+
+// grow counts delta more bytes held, in the tail and in its budget.
+func (t *tail) grow(delta int64) {
+	if delta != 0 {
+		t.bytes.Add(delta)
+		t.budget.add(delta)
+	}
+}
+
+// release gives the tail's bytes back to its budget: the tail was replaced
+// (by a merge) or its store closed. Readers still holding it are not hurt.
+func (t *tail) release() { t.budget.add(-t.bytes.Load()) }
 
 // tailDoc is one document's postings on their way into the tail.
 type tailDoc struct {
@@ -63,22 +94,34 @@ func (c *tailChange) dropAdd(doc uint64) bool {
 func (t *tail) apply(c *tailChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var delta int64
 	for _, d := range c.adds {
 		for _, e := range d.entries {
-			k := string(e.term)
-			t.terms[k] = append(t.terms[k], posting{doc: d.doc, tf: e.tf, docLen: uint32(d.length)})
+			ps, ok := t.terms[string(e.term)]
+			if !ok {
+				delta += int64(len(e.term)) + tailTermBytes
+			}
+			before := cap(ps)
+			ps = append(ps, posting{doc: d.doc, tf: e.tf, docLen: uint32(d.length)})
+			delta += int64(cap(ps)-before) * tailPostingBytes
+			t.terms[string(e.term)] = ps
 		}
 		t.size++
 	}
 	for _, d := range c.deaths {
+		if _, ok := t.dead[d[0]]; !ok {
+			delta += tailDeadBytes
+		}
 		t.dead[d[0]] = d[1]
 	}
+	t.grow(delta)
 }
 
 // undo takes back apply(c), the last change applied.
 func (t *tail) undo(c *tailChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var delta int64
 	for i := len(c.adds) - 1; i >= 0; i-- {
 		d := c.adds[i]
 		for j := len(d.entries) - 1; j >= 0; j-- {
@@ -86,6 +129,7 @@ func (t *tail) undo(c *tailChange) {
 			if ps := t.terms[k]; len(ps) > 0 && ps[len(ps)-1].doc == d.doc {
 				if len(ps) == 1 {
 					delete(t.terms, k)
+					delta -= int64(len(k)) + tailTermBytes + int64(cap(ps))*tailPostingBytes
 				} else {
 					t.terms[k] = ps[:len(ps)-1]
 				}
@@ -94,8 +138,12 @@ func (t *tail) undo(c *tailChange) {
 		t.size--
 	}
 	for _, d := range c.deaths {
-		delete(t.dead, d[0])
+		if _, ok := t.dead[d[0]]; ok {
+			delete(t.dead, d[0])
+			delta -= tailDeadBytes
+		}
 	}
+	t.grow(delta)
 }
 
 // postings appends to dst the postings of term visible at snapshot seq,
@@ -142,4 +190,80 @@ func (t *tail) len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.size
+}
+
+// DefaultMergeBytes is the bound of one store's tail when
+// Options.MergeBytes is 0.
+const DefaultMergeBytes = 32 << 20
+
+// DefaultTailBudget is the budget tenants.Pool shares among its stores.
+const DefaultTailBudget = 256 << 20
+
+// A TailBudget bounds the memory that the index tails of several stores
+// hold together: give the same one to every store of a process (through
+// Options.TailBudget). When their total passes the budget, a store whose
+// tail holds more than its share (the budget over the number of stores that
+// share it) merges it at its next commit; a store that commits while under
+// its share asks the store with the largest tail to merge, so that an idle
+// store's tail does not hold the budget. It is safe for concurrent use.
+type TailBudget struct {
+	limit int64
+	used  atomic.Int64
+
+	mu     sync.Mutex
+	stores map[*Store]struct{}
+}
+
+// NewTailBudget returns a budget of limit bytes; limit <= 0 means
+// DefaultTailBudget.
+func NewTailBudget(limit int64) *TailBudget {
+	if limit <= 0 {
+		limit = DefaultTailBudget
+	}
+	return &TailBudget{limit: limit, stores: map[*Store]struct{}{}}
+}
+
+// Used is the estimated memory that the tails sharing the budget hold.
+func (b *TailBudget) Used() int64 { return b.used.Load() }
+
+// Limit is the budget, in bytes.
+func (b *TailBudget) Limit() int64 { return b.limit }
+
+func (b *TailBudget) add(delta int64) {
+	if b != nil {
+		b.used.Add(delta)
+	}
+}
+
+func (b *TailBudget) join(s *Store) {
+	if b != nil {
+		b.mu.Lock()
+		b.stores[s] = struct{}{}
+		b.mu.Unlock()
+	}
+}
+
+func (b *TailBudget) leave(s *Store) {
+	if b != nil {
+		b.mu.Lock()
+		delete(b.stores, s)
+		b.mu.Unlock()
+	}
+}
+
+// over reports whether the tails hold more than the budget. If they do, it
+// returns the share of one store, and the store with the largest tail.
+func (b *TailBudget) over() (share int64, largest *Store, ok bool) {
+	if b == nil || b.used.Load() <= b.limit {
+		return 0, nil, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var most int64 = -1
+	for s := range b.stores {
+		if n := s.tail.Load().bytes.Load(); n > most {
+			most, largest = n, s
+		}
+	}
+	return b.limit / int64(max(len(b.stores), 1)), largest, true
 }

@@ -57,7 +57,7 @@ func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error)
 			return err
 		}
 		now := s.now().UnixNano()
-		if doc, err = t.docs.NextSequence(); err != nil {
+		if doc, err = t.nextDoc(); err != nil {
 			return err
 		}
 		rec = p.rec
@@ -129,7 +129,7 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 		if err := checkVersion(ifVersion, oldDoc); err != nil {
 			return err
 		}
-		stamp, err := t.docs.NextSequence()
+		stamp, err := t.nextDoc()
 		if err != nil {
 			return err
 		}
@@ -157,6 +157,7 @@ type txn struct {
 	s        *Store
 	tx       *bolt.Tx
 	merged   uint64 // the merged mark: documents above it live in the tail
+	seqMoved bool   // nextDoc took a document number
 	change   tailChange
 	counts   [3]int64 // memories, text bytes, terms: see count
 	docs     *bolt.Bucket
@@ -176,7 +177,11 @@ func (s *Store) txn(tx *bolt.Tx) *txn {
 		meta:    tx.Bucket(bucketMeta),
 	}
 	t.postings = postingsWriter{b: tx.Bucket(bucketPostings), seal: s.seal}
-	t.merged = getU64(t.meta, metaMerged)
+	// The tail's base is the merged mark (view and Open check it against
+	// meta's); write transactions and merges run with the current tail.
+	if tl := s.tail.Load(); tl != nil {
+		t.merged = tl.base
+	}
 	if tx.Writable() {
 		// Page fill, measured at 100k memories: document numbers and
 		// creation keys only grow, so their pages are packed full; ids pack
@@ -207,7 +212,17 @@ func (t *txn) lookup(id string) (record, uint64, error) {
 		return record{}, 0, err
 	}
 	r, err := t.record(doc)
+	if err == nil && r.id != id {
+		err = errMisplaced
+	}
 	return r, doc, err
+}
+
+// nextDoc takes the next document number; flushCounts records the new
+// sequence where the store seals it.
+func (t *txn) nextDoc() (uint64, error) {
+	t.seqMoved = true
+	return t.docs.NextSequence()
 }
 
 func (t *txn) record(doc uint64) (record, error) {
@@ -291,12 +306,16 @@ func (t *txn) count(n, bytes, length int) error {
 func (t *txn) flushCounts() error {
 	for i, key := range [][]byte{metaCount, metaBytes, metaTotalLen} {
 		if t.counts[i] != 0 {
-			if err := addU64(t.meta, key, t.counts[i]); err != nil {
+			if err := t.s.addCounter(t.meta, key, t.counts[i]); err != nil {
 				return err
 			}
 		}
 	}
 	t.counts = [3]int64{}
+	if t.seqMoved {
+		t.seqMoved = false
+		return t.s.recordSeq(t.meta, t.docs.Sequence())
+	}
 	return nil
 }
 

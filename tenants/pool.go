@@ -3,10 +3,12 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +38,40 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter records the pool's metrics; nil means the global provider's.
 	Meter metric.Meter
+	// RetryOpenAfter is how long a failed open is remembered: until then,
+	// leases of that namespace fail at once with the same error instead of
+	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
+	// another process is never remembered (its wait is bounded already). A
+	// damaged file (an open that panicked, or storage.ErrDamaged) is
+	// remembered for as long as the file stays as it was: once the interval
+	// has passed, the file is opened again only if it has been replaced or
+	// changed (restored from a backup).
+	RetryOpenAfter time.Duration
+	// Project, when set, binds the store of its namespace to its folder:
+	// the store records the folder's path hash in ProjectFile when it is
+	// first opened, and a store that records another folder's is refused,
+	// by NewPool and by every open, with errProjectTaken.
+	Project *ProjectBinding
 }
+
+// ProjectFile is the file, in a project namespace's store folder, that
+// holds the hex SHA-256 of the absolute path of the folder it belongs to.
+const ProjectFile = "project"
+
+var errProjectTaken = &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "tenants.project",
+	Details: map[string]any{"field": "project-dir"},
+	Message: "this project's namespace already holds the store of another folder, whose name differs from " +
+		"this one's only in case, punctuation or past 55 bytes; rename one of the folders, or give this one " +
+		"a namespace of its own with --namespace-strategy fixed --namespace NAME"}
+
+// DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
+const DefaultRetryOpenAfter = time.Second
+
+// maxFailed bounds the failed opens a pool remembers.
+const maxFailed = 4096
+
+// openStore opens one store file; tests replace it.
+var openStore = storage.Open
 
 // Pool is an LRU of open stores with leases. It is safe for concurrent use.
 type Pool struct {
@@ -50,6 +85,7 @@ type Pool struct {
 	idle    *sync.Cond                                // signalled when a lease ends
 	lru     *simplelru.LRU[memgate.Namespace, *entry] // opening and open stores
 	closing map[memgate.Namespace]chan struct{}       // stores being closed
+	failed  map[memgate.Namespace]failure             // opens that failed, remembered
 	closed  bool
 	stop    chan struct{}
 	reaper  sync.WaitGroup
@@ -65,6 +101,14 @@ type entry struct {
 	lastUsed time.Time
 }
 
+// failure is a failed open: its error, until when it is remembered, and,
+// for a damaged file, the file as it was then.
+type failure struct {
+	err   error
+	until time.Time
+	file  fs.FileInfo
+}
+
 var (
 	errTooMany = &memgate.Error{Code: memgate.CodeTooManyStores,
 		Message: "every store slot is in use by a running request; retry shortly"}
@@ -77,6 +121,13 @@ func NewPool(opts Options) (*Pool, error) {
 	const op = "tenants.NewPool"
 	if opts.MaxStores <= 0 {
 		opts.MaxStores = DefaultMaxStores
+	}
+	if opts.RetryOpenAfter <= 0 {
+		opts.RetryOpenAfter = DefaultRetryOpenAfter
+	}
+	if opts.Store.TailBudget == nil {
+		// One budget for the index tails of every store the pool opens.
+		opts.Store.TailBudget = storage.NewTailBudget(storage.DefaultTailBudget)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -96,7 +147,8 @@ func NewPool(opts Options) (*Pool, error) {
 	// only idle stores.
 	l, _ := simplelru.NewLRU[memgate.Namespace, *entry](1<<30, nil)
 	p := &Pool{opts: opts, root: root, stores: stores, log: log, lru: l,
-		closing: map[memgate.Namespace]chan struct{}{}, stop: make(chan struct{})}
+		closing: map[memgate.Namespace]chan struct{}{}, failed: map[memgate.Namespace]failure{},
+		stop: make(chan struct{})}
 	p.idle = sync.NewCond(&p.mu)
 	meter := opts.Meter
 	if meter == nil {
@@ -105,6 +157,12 @@ func NewPool(opts Options) (*Pool, error) {
 	if p.m, err = newPoolMetrics(meter, p.openCount); err != nil {
 		root.Close()
 		return nil, memgate.Internal(op, err)
+	}
+	if opts.Project != nil {
+		if err := p.checkProject(opts.Project.Namespace, false); err != nil {
+			root.Close()
+			return nil, err
+		}
 	}
 	if opts.IdleTimeout > 0 {
 		p.reaper.Go(p.reap)
@@ -129,6 +187,31 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			p.mu.Unlock()
 			return nil, nil, false, errPoolClosed
 		}
+		if f, ok := p.failed[ns]; ok {
+			if time.Now().Before(f.until) {
+				p.mu.Unlock()
+				return nil, nil, false, f.err
+			}
+			if f.file == nil {
+				delete(p.failed, ns)
+			} else {
+				// A damaged file is opened again only once it has changed.
+				p.mu.Unlock()
+				same := p.unchanged(ns, f.file)
+				p.mu.Lock()
+				if cur, ok := p.failed[ns]; ok && cur.err == f.err {
+					if same {
+						cur.until = time.Now().Add(p.opts.RetryOpenAfter)
+						p.failed[ns] = cur
+						p.mu.Unlock()
+						return nil, nil, false, f.err
+					}
+					delete(p.failed, ns)
+				}
+				p.mu.Unlock()
+				continue
+			}
+		}
 		if done, ok := p.closing[ns]; ok {
 			// Its file is still open: wait for the close, then open it again.
 			p.mu.Unlock()
@@ -136,13 +219,18 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			case <-done:
 				continue
 			case <-ctx.Done():
-				return nil, nil, false, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+				return nil, nil, false, cancelled(ctx)
 			}
 		}
 		if e, ok := p.lru.Get(ns); ok {
 			e.leases++
 			p.mu.Unlock()
-			<-e.ready
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				p.release(e)
+				return nil, nil, false, cancelled(ctx)
+			}
 			if e.err != nil {
 				p.release(e)
 				return nil, nil, false, e.err
@@ -168,14 +256,20 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			p.m.evictions.Add(ctx, 1)
 		}
 		start := time.Now()
-		e.store, e.err = p.open(ns)
+		var panicked bool
+		e.store, panicked, e.err = p.openRecovered(ns)
 		p.m.openLatency.Record(ctx, time.Since(start).Seconds())
 		if e.err != nil {
+			var file fs.FileInfo
+			if panicked || errors.Is(e.err, storage.ErrDamaged) {
+				file, _ = p.root.Lstat(p.storeFile(ns))
+			}
 			p.mu.Lock()
 			if cur, ok := p.lru.Peek(ns); ok && cur == e {
 				p.lru.Remove(ns)
 			}
 			e.leases--
+			p.remember(ns, e.err, file)
 			p.mu.Unlock()
 			close(e.ready)
 			return nil, nil, false, e.err
@@ -184,6 +278,69 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 		close(e.ready)
 		return e.store, p.releaser(e), true, nil
 	}
+}
+
+func cancelled(ctx context.Context) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request was cancelled", Cause: ctx.Err()}
+}
+
+// openRecovered is open that turns a panic into an error: a file damaged
+// in a way the store's own checks miss can make bbolt panic while it
+// opens it, and that must fail this namespace's calls, not the process.
+// It reports whether the open panicked.
+func (p *Pool) openRecovered(ns memgate.Namespace) (s *storage.Store, panicked bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// What was half opened (a file handle, its lock, a mapping) is
+			// out of reach now: the namespace is not opened again.
+			p.log.Error("store open panicked", "op", "tenants.open", "namespace", string(ns),
+				"error", fmt.Sprintf("%.200v", r))
+			s, panicked, err = nil, true, errDamaged(fmt.Errorf("panic: %.200v", r))
+		}
+	}()
+	s, err = p.open(ns)
+	return s, false, err
+}
+
+// errDamaged is the error of a store whose file cannot be read.
+func errDamaged(cause error) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open", Cause: cause,
+		Message: "this namespace's store is damaged and cannot be opened; restore its file from a backup " +
+			"and restart the server"}
+}
+
+// remember keeps a failed open of ns, so that the leases that follow fail
+// at once: for RetryOpenAfter, and for a damaged file (file, as it is now:
+// nil for other failures) as long as it stays unchanged; never for a lock
+// held by another process. Called with p.mu held.
+func (p *Pool) remember(ns memgate.Namespace, err error, file fs.FileInfo) {
+	if file == nil && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
+		return
+	}
+	now := time.Now()
+	if len(p.failed) >= maxFailed {
+		for k, old := range p.failed {
+			if old.file == nil && !now.Before(old.until) {
+				delete(p.failed, k)
+			}
+		}
+		if len(p.failed) >= maxFailed {
+			return
+		}
+	}
+	p.failed[ns] = failure{err: err, until: now.Add(p.opts.RetryOpenAfter), file: file}
+}
+
+// storeFile is the path of ns's store file inside the stores folder.
+func (p *Pool) storeFile(ns memgate.Namespace) string {
+	return filepath.Join(string(ns), storage.FileName)
+}
+
+// unchanged reports whether ns's store file is still the file it was: the
+// same file, of the same size and modification time.
+func (p *Pool) unchanged(ns memgate.Namespace, was fs.FileInfo) bool {
+	fi, err := p.root.Lstat(p.storeFile(ns))
+	return err == nil && os.SameFile(fi, was) && fi.Size() == was.Size() && fi.ModTime().Equal(was.ModTime())
 }
 
 // oldestIdle returns the least recently used store nobody leases; nil when
@@ -218,7 +375,7 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	const op = "tenants.open"
 	name := string(ns)
 	if err := p.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, memgate.Internal(op, err)
+		return nil, storage.StoreError(op, err) // a full disk or a read-only filesystem is unavailable
 	}
 	// The folder and the file must be what they seem, not links that lead
 	// out of the stores folder.
@@ -229,8 +386,50 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}
-	// A failure goes back to the caller, which logs it once.
-	return storage.Open(filepath.Join(p.stores, file), p.opts.Store)
+	// A failure goes back to the caller, which logs it once. An encrypted
+	// store is bound to its namespace: a file copied from another's folder
+	// does not open.
+	opts := p.opts.Store
+	opts.Binding = name
+	s, err := openStore(filepath.Join(p.stores, file), opts)
+	if err != nil {
+		return nil, err
+	}
+	// Checked once the store is open, and so locked: two processes whose
+	// folders share a namespace cannot both find the record missing.
+	if err := p.checkProject(ns, true); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkProject refuses the store of ns when it is the project's namespace
+// and its folder records another folder's path hash. When the record is
+// missing and write is set, it writes the project's.
+func (p *Pool) checkProject(ns memgate.Namespace, write bool) error {
+	const op = "tenants.project"
+	b := p.opts.Project
+	if b == nil || ns != b.Namespace {
+		return nil
+	}
+	name := filepath.Join(string(ns), ProjectFile)
+	data, err := p.root.ReadFile(name)
+	switch {
+	case err == nil:
+		if strings.TrimSpace(string(data)) != b.PathHash {
+			return errProjectTaken
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return memgate.Internal(op, err)
+	case !write:
+		return nil
+	}
+	if err := p.root.WriteFile(name, []byte(b.PathHash+"\n"), 0o600); err != nil {
+		return memgate.Internal(op, err)
+	}
+	return nil
 }
 
 // closeEntry closes a store that has left the LRU, then lets waiters for its
@@ -315,8 +514,16 @@ func (p *Pool) Close(ctx context.Context) error {
 
 	var errs []error
 	for _, e := range all {
-		<-e.ready
-		if e.err == nil {
+		opened := false
+		select {
+		case <-e.ready:
+			opened = e.err == nil
+		case <-ctx.Done():
+			// An open still running past the deadline: its store, if it
+			// ever opens, is left to the process's exit.
+			errs = append(errs, errors.New("a store was still opening when the pool closed"))
+		}
+		if opened {
 			if err := e.store.Close(); err != nil {
 				errs = append(errs, err)
 			}

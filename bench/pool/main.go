@@ -6,6 +6,7 @@
 //
 //	go run ./bench/pool                  # 1,000 namespaces × 100 memories
 //	go run ./bench/pool -smoke           # a few seconds, for CI
+//	go run ./bench/pool -encrypt         # and the same churn with --encrypt
 package main
 
 import (
@@ -34,6 +35,7 @@ type config struct {
 	writeEvery                           int
 	retry                                time.Duration
 	profile                              string
+	encrypt                              bool
 }
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measured run")
 	flag.IntVar(&c.writeEvery, "write-every", 10, "one remember per this many operations")
 	flag.DurationVar(&c.retry, "retry", 100*time.Microsecond, "how long a worker waits after too_many_stores")
+	flag.BoolVar(&c.encrypt, "encrypt", false, "also run the churn on encrypted stores (default KDF cost), against plain")
 	flag.Parse()
 	if *smoke {
 		c.spaces, c.perSpace, c.duration = 100, 20, time.Second
@@ -65,7 +68,7 @@ func run(c config, out io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(os.Stderr, "seeding %d namespaces × %d memories…\n", c.spaces, c.perSpace)
-	if err := seed(dir, c); err != nil {
+	if err := seed(dir, c, nil); err != nil {
 		return err
 	}
 	// Churn first: VmHWM is a high-water mark, and the run with every store
@@ -105,10 +108,59 @@ func run(c config, out io.Writer) error {
 	if churn.errors+hot.errors > 0 {
 		return fmt.Errorf("%d operations failed with an error other than too_many_stores", churn.errors+hot.errors)
 	}
+	if !c.encrypt {
+		return nil
+	}
+	// The same churn over encrypted stores, each pool with an Encryption of
+	// its own, as a new process has: its one Argon2id run is in the figure.
+	encDir := dir + "-enc"
+	defer os.RemoveAll(encDir)
+	fmt.Fprintf(os.Stderr, "seeding %d encrypted namespaces…\n", c.spaces)
+	if err := seed(encDir, c, newEncryption(encDir)); err != nil {
+		return err
+	}
+	// The process's one derivation, at its first open, outside the run.
+	e := newEncryption(encDir)
+	start := time.Now()
+	st, err := storage.Open(fmt.Sprintf("%s/stores/ns0000/%s", encDir, storage.FileName), storage.Options{Encryption: e, Binding: "ns0000"})
+	if err != nil {
+		return err
+	}
+	first := time.Since(start)
+	st.Close()
+	enc, err := loadWith(encDir, c, c.maxStores, e)
+	if err != nil {
+		return err
+	}
+	plain, err := load(dir, c, c.maxStores) // again, next to it in time
+	if err != nil {
+		return err
+	}
+	base := (churn.rate + plain.rate) / 2
+	fmt.Fprintf(out, "| --encrypt, --max-stores %d, uniform: ops/s | %.0f (%.2fx plain churn, %.0f ops/s) | ≥ 0.8x | %s |\n", c.maxStores, enc.rate, enc.rate/base, base, ok(enc.rate >= 0.8*base))
+	fmt.Fprintf(out, "| --encrypt: first open of the process (its one Argon2id run) | %.0f ms | | |\n", float64(first.Microseconds())/1000)
+	fmt.Fprintf(out, "| --encrypt lease miss p50 / p99 | %.2f ms / %.2f ms | | |\n", enc.missP50/1000, enc.missP99/1000)
+	fmt.Fprintf(out, "| --encrypt misses, errors; peak memory | %d, %d; %.0f MB | 0 errors | %s |\n", enc.misses, enc.errors, enc.hwmMB, ok(enc.errors == 0))
+	if enc.errors > 0 {
+		return fmt.Errorf("%d encrypted operations failed", enc.errors)
+	}
 	return nil
 }
 
-func seed(dir string, c config) error {
+// newEncryption is a process's encryption of the data folder dir.
+func newEncryption(dir string) *storage.Encryption {
+	e, err := storage.NewEncryption("a passphrase for the pool benchmark")
+	if err != nil {
+		panic(err)
+	}
+	e.UseSaltFile(dir + "/kdf-salt")
+	return e
+}
+
+func seed(dir string, c config, enc *storage.Encryption) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	text := strings.Fields("remember the deploy steps for the staging cluster and the database migration order before release notes go out")
 	var wg sync.WaitGroup
 	errs := make(chan error, c.spaces)
@@ -117,7 +169,7 @@ func seed(dir string, c config) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, err := storage.Open(fmt.Sprintf("%s/stores/ns%04d/%s", dir, i, storage.FileName), storage.Options{NoSync: true})
+			s, err := storage.Open(fmt.Sprintf("%s/stores/ns%04d/%s", dir, i, storage.FileName), storage.Options{NoSync: true, Encryption: enc, Binding: fmt.Sprintf("ns%04d", i)})
 			if err != nil {
 				errs <- err
 				return
@@ -145,7 +197,11 @@ type result struct {
 }
 
 func load(dir string, c config, maxStores int) (result, error) {
-	pool, err := tenants.NewPool(tenants.Options{Dir: dir, MaxStores: maxStores})
+	return loadWith(dir, c, maxStores, nil)
+}
+
+func loadWith(dir string, c config, maxStores int, enc *storage.Encryption) (result, error) {
+	pool, err := tenants.NewPool(tenants.Options{Dir: dir, MaxStores: maxStores, Store: storage.Options{Encryption: enc}})
 	if err != nil {
 		return result{}, err
 	}

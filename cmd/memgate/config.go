@@ -26,6 +26,9 @@ const envPrefix = "MEMGATE_"
 // their own that a larger text, once escaped, could pass.
 const maxMemoryBytesLimit = 1 << 20
 
+// maxResponseBytesLimit bounds --max-response-bytes.
+const maxResponseBytesLimit = 1 << 30
+
 // Config is everything the server and the store commands are configured
 // with. Each field is a flag, global to every command; each flag is also an
 // environment variable (envName), and a flag given on the command line beats
@@ -43,6 +46,7 @@ type Config struct {
 	MaxStores         int           `name:"max-stores" default:"16" placeholder:"N" help:"Most stores open at once."`
 	StoreIdleTimeout  time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
 	MaxMemoryBytes    int           `name:"max-memory-bytes" default:"65536" placeholder:"BYTES" help:"Largest text of one memory."`
+	MaxResponseBytes  int           `name:"max-response-bytes" default:"4194304" placeholder:"BYTES" help:"Largest JSON answer of one tool call: list and export end their page early, search returns fewer hits (at least 13 x --max-memory-bytes + 512 KiB, so one memory always fits)."`
 	AllowSecrets      bool          `name:"allow-secrets" help:"Store text that looks like a credential instead of refusing it."`
 	WriteMode         string        `name:"write-mode" default:"full" placeholder:"full|read-only|candidate" help:"full: every tool; read-only: no remember, no forget; candidate: remember proposes memories that wait for memgate candidates approve, no forget."`
 	DisableTool       []string      `name:"disable-tool" placeholder:"TOOL" help:"Leave a tool out (repeatable, or comma-separated)."`
@@ -90,6 +94,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMemoryBytes < 1 || c.MaxMemoryBytes > maxMemoryBytesLimit {
 		bad("max-memory-bytes", "must be from 1 to %d", maxMemoryBytesLimit)
+	}
+	if minReply := memgate.MinResponseBytes(c.MaxMemoryBytes); c.MaxMemoryBytes >= 1 &&
+		(c.MaxResponseBytes < minReply || c.MaxResponseBytes > maxResponseBytesLimit) {
+		bad("max-response-bytes", "must be from %d (what one memory of --max-memory-bytes %d can take in an answer) to %d",
+			minReply, c.MaxMemoryBytes, maxResponseBytesLimit)
 	}
 	switch c.WriteMode {
 	case server.WriteFull, server.WriteReadOnly, server.WriteCandidate:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"unicode/utf8"
 
@@ -57,5 +58,12 @@ func (a *app) passphrase(flag, name string) (*storage.Encryption, error) {
 		return nil, usageError{fmt.Errorf("--%s: the passphrase in %s cannot be used", flag, name)}
 	}
 	e.KDF = kdfCost
+	// Every store of the data folder derives its keys from one Argon2id
+	// run over this salt (see docs/ENCRYPTION.md).
+	e.UseSaltFile(filepath.Join(a.cfg.DataDir, saltFileName))
 	return e, nil
 }
+
+// saltFileName is the data folder's Argon2id salt, made with the first
+// encrypted store.
+const saltFileName = "kdf-salt"

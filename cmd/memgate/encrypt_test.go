@@ -77,7 +77,7 @@ func TestEncryptedStoreCommands(t *testing.T) {
 		t.Fatal("the backup opens without the passphrase")
 	}
 	enc, _ := storage.NewEncryption(testPassphrase)
-	if s, err = storage.Open(backup, storage.Options{Encryption: enc}); err != nil {
+	if s, err = storage.Open(backup, storage.Options{Encryption: enc, Binding: "default"}); err != nil {
 		t.Fatalf("the backup with the passphrase: %v", err)
 	}
 	s.Close()
@@ -143,7 +143,7 @@ func TestRekeyCommand(t *testing.T) {
 	enc, _ := storage.NewEncryption(testPassphrase)
 	to, _ := storage.NewEncryption(newPassphrase)
 	to.KDF = kdfCost
-	if err := storage.Rekey(t.Context(), filepath.Join(dir, "stores", "alpha", storage.FileName), storage.Options{Encryption: enc}, to); err != nil {
+	if err := storage.Rekey(t.Context(), filepath.Join(dir, "stores", "alpha", storage.FileName), storage.Options{Encryption: enc, Binding: "alpha"}, to); err != nil {
 		t.Fatal(err)
 	}
 	r = mg(t, both, "", "rekey")
@@ -180,5 +180,59 @@ func TestRekeyFromPlain(t *testing.T) {
 	if dig(m, "memory", "text") != plainWord+" kept plain" {
 		t.Fatalf("after: %v", m)
 	}
+	noWordOnDisk(t, dir, plainWord)
+}
+
+// copyFile copies the file at src to dst, creating dst's folder.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store file copied into another tenant's folder does not serve there;
+// rekey --from-namespace moves it on purpose.
+func TestEncryptedStoreMovesOnlyByRekey(t *testing.T) {
+	dir := t.TempDir()
+	e := env{"MEMGATE_DATA_DIR": dir, "MEMGATE_PASSPHRASE": testPassphrase}
+	mg(t, e, "", "remember", "--encrypt", "--namespace", "zoe", "--id", "k", "zoe's "+plainWord).ok(t)
+	mg(t, e, "", "remember", "--encrypt", "--namespace", "bob", "--id", "b", "bob's own").ok(t)
+	if fi, err := os.Stat(filepath.Join(dir, saltFileName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("salt file: %v, %v", fi, err)
+	}
+	// bob's store replaced by a copy of zoe's.
+	copyFile(t, filepath.Join(dir, "stores", "zoe", storage.FileName), filepath.Join(dir, "stores", "bob", storage.FileName))
+	r := mg(t, e, "", "get", "k", "--encrypt", "--namespace", "bob")
+	r.fails(t, 1, "the store belongs to another namespace")
+	if strings.Contains(r.stderr, "zoe") {
+		t.Fatalf("the error names the namespace: %q", r.stderr)
+	}
+	// A whole-folder rekey stops at it (bob comes before zoe), and says so.
+	both := env{"MEMGATE_DATA_DIR": dir, "MEMGATE_PASSPHRASE": testPassphrase, "MEMGATE_NEW_PASSPHRASE": newPassphrase}
+	mg(t, both, "", "rekey").fails(t, 1, "the store belongs to another namespace")
+
+	mg(t, e, "", "rekey", "--namespace", "bob", "--from-namespace", "nobody").fails(t, 1, "the store belongs to another namespace")
+	for _, want := range []map[string]any{{"rekeyed": 1.0, "unchanged": 0.0}, {"rekeyed": 0.0, "unchanged": 1.0}} {
+		r := mg(t, e, "", "rekey", "--namespace", "bob", "--from-namespace", "zoe")
+		noPassphrase(t, r)
+		if m := r.ok(t); m["rekeyed"] != want["rekeyed"] || m["unchanged"] != want["unchanged"] {
+			t.Fatalf("move: %v, want %v", m, want)
+		}
+	}
+	for _, ns := range []string{"zoe", "bob"} {
+		m := mg(t, e, "", "get", "k", "--encrypt", "--namespace", ns).ok(t)
+		if dig(m, "memory", "text") != "zoe's "+plainWord {
+			t.Fatalf("%s: %v", ns, m)
+		}
+	}
+	mg(t, e, "", "rekey", "--namespace", "carol", "--from-namespace", "zoe").fails(t, 1, "no store")
 	noWordOnDisk(t, dir, plainWord)
 }

@@ -74,6 +74,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 func runCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// The parser would turn invalid UTF-8 into U+FFFD: an id or a tag sent
+	// that way must be refused, not changed.
+	if err := checkArgsUTF8(args); err != nil {
+		return err
+	}
 	c, kctx, err := parseArgs(args, getenv, stdout, stderr)
 	if err != nil {
 		return err

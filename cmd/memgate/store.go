@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,6 +27,11 @@ import (
 // tool calls one tool with args (marshalled to JSON), prints its structured
 // result on stdout, and turns an error result into a toolError.
 func (a *app) tool(name string, args map[string]any) error {
+	// json.Marshal would write invalid UTF-8 as U+FFFD: refuse it instead,
+	// as the tools do.
+	if err := checkUTF8(args); err != nil {
+		return err
+	}
 	b, err := json.Marshal(args)
 	if err != nil {
 		return memgate.Internal("cmd."+name, err)
@@ -40,6 +46,42 @@ func (a *app) tool(name string, args map[string]any) error {
 		}
 		return a.printJSON(res.StructuredContent)
 	})
+}
+
+// checkUTF8 refuses an argument holding a string that is not valid UTF-8,
+// naming the argument.
+func checkUTF8(args map[string]any) error {
+	for name, v := range args {
+		ok := true
+		switch v := v.(type) {
+		case string:
+			ok = utf8.ValidString(v)
+		case []string:
+			for _, s := range v {
+				ok = ok && utf8.ValidString(s)
+			}
+		case map[string]any:
+			for k, x := range v {
+				s, _ := x.(string)
+				ok = ok && utf8.ValidString(k) && utf8.ValidString(s)
+			}
+		}
+		if !ok {
+			return memgate.Invalid(name, "%s must be valid UTF-8", name)
+		}
+	}
+	return nil
+}
+
+// checkArgsUTF8 refuses a command line with an argument that is not valid
+// UTF-8, saying which by its position only.
+func checkArgsUTF8(args []string) error {
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			return memgate.Invalid("arguments", "argument %d is not valid UTF-8", i+1)
+		}
+	}
+	return nil
 }
 
 // keyValues turns repeated --flag key=value into an object of strings.

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
+)
+
+// Every answer is bounded by Options.MaxResponseBytes (--max-response-bytes).
+// A tool result carries its data twice: as structuredContent and as the
+// same JSON inside content[0].text, a JSON string. The SDK writes both with
+// Go's encoder, which escapes < > & as \u003c; in the text copy every " and
+// \ of the JSON gains a backslash. A memory of control characters thus
+// costs about 13 bytes on the wire per text byte (\u0001, then \\u0001).
+// Each item is encoded once, its cost counted from those bytes, and the
+// bytes reused for the answer.
+
+// answerOverhead is what an answer holds besides its items, in both copies:
+// the JSON-RPC envelope, the result's keys, a next_cursor, the receipt, the
+// framing of an HTTP event stream. The request id, which the caller chose,
+// comes on top: the transports bound a request.
+const answerOverhead = 2 << 10
+
+// itemBudget is how many bytes the items of one answer may cost.
+func (s *Server) itemBudget() int { return s.maxReply - answerOverhead }
+
+// escapedLen returns the length of b written as the contents of a JSON
+// string by the SDK's encoder: quotes and backslashes gain a backslash,
+// control characters, < > &, U+2028, U+2029 and invalid bytes become
+// escapes of up to six bytes.
+func escapedLen(b []byte) int {
+	n := len(b)
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n++
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 5
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for one byte
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
+	}
+	return n
+}
+
+// rawLen returns the length of JSON e as the SDK writes it for
+// structuredContent: e itself, with < > & written \u003c.
+func rawLen(e []byte) int {
+	n := len(e)
+	for _, c := range e {
+		if c == '<' || c == '>' || c == '&' {
+			n += 5
+		}
+	}
+	return n
+}
+
+// wireCost is what JSON value e costs in a tool result: once as structured
+// content, once inside the text copy.
+func wireCost(e []byte) int { return rawLen(e) + escapedLen(e) }
+
+// items gathers the encoded items of one answer while they fit in its
+// budget: the first always joins.
+type items struct {
+	budget int
+	enc    [][]byte
+	used   []int // used[i]: the cost of the first i items
+}
+
+func newItems(budget int) *items { return &items{budget: budget, used: []int{0}} }
+
+// take encodes v as the item at index i (dropping any from i on: a store may
+// start a page over) and reports whether it fits.
+func (it *items) take(i int, v any) bool {
+	if i > len(it.enc) {
+		i = len(it.enc)
+	}
+	it.enc, it.used = it.enc[:i], it.used[:i+1]
+	e := marshal(v)
+	cost := wireCost(e) + 2 // the comma before it, in both copies
+	if i > 0 && it.used[i]+cost > it.budget {
+		return false
+	}
+	it.enc = append(it.enc, e)
+	it.used = append(it.used, it.used[i]+cost)
+	return true
+}
+
+// array writes the items as a JSON array.
+func (it *items) array(b *bytes.Buffer) {
+	b.WriteByte('[')
+	for i, e := range it.enc {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e)
+	}
+	b.WriteByte(']')
+}
+
+// pageResult is the result of list: the page's memories, encoded once while
+// they were taken, and its cursor.
+func pageResult(it *items, next string) *mcp.CallToolResult {
+	var b bytes.Buffer
+	b.WriteString(`{"memories":`)
+	it.array(&b)
+	if next != "" {
+		b.WriteString(`,"next_cursor":`)
+		b.Write(marshal(next))
+	}
+	b.WriteByte('}')
+	return rawResult(b.Bytes())
+}
+
+// rawResult is successResult of JSON that is already encoded.
+func rawResult(js []byte) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(js)}},
+	}
+}
+
+// fitHits keeps the hits of r that fit in budget, the first always, and
+// says in the receipt when it left some out. The receipt counts against
+// the budget: it may list the namespaces searched.
+func fitHits(r memgate.Result, budget int) memgate.Result {
+	receipt := r.Receipt
+	receipt.Truncated = true
+	it := newItems(budget - wireCost(marshal(receipt)))
+	for i, h := range r.Hits {
+		if !it.take(i, h) {
+			r.Hits = r.Hits[:i]
+			r.Receipt.Truncated = true
+			break
+		}
+	}
+	return r
+}

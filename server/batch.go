@@ -1,0 +1,148 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// revisionBatches is the last revision with JSON-RPC batches; the SDK
+// refuses a batch of a later one itself.
+const revisionBatches = "2025-03-26"
+
+type batchKey struct{}
+
+var (
+	errBatchInitialize = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: initialize cannot be part of a batch"}
+	errBatchTooLarge = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: the answers of the batch pass the response bound; send fewer messages"}
+)
+
+// checkMessages answers, before the SDK, the POST bodies memgate refuses
+// (checkMessage, splitBatch) with a JSON-RPC error in JSON and 400. A batch
+// of the revision that has them is marked for serveBatch.
+func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		body, _ := r.Context().Value(bodyKey{}).([]byte)
+		trimmed := bytes.TrimSpace(body)
+		if r.Method != http.MethodPost || len(trimmed) == 0 {
+			return next(c)
+		}
+		if trimmed[0] != '[' {
+			if refusal, _ := checkMessage(trimmed); refusal != nil {
+				return g.refuseMessage(c, refusal)
+			}
+			return next(c)
+		}
+		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != revisionBatches {
+			return next(c) // the SDK refuses batches past 2025-03-26
+		}
+		msgs, err := splitBatch(trimmed)
+		if err != nil {
+			return g.refuseMessage(c, &jsonrpc.Response{Error: err})
+		}
+		if isInitialize(trimmed) {
+			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchInitialize})
+		}
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), batchKey{}, msgs)))
+		return next(c)
+	}
+}
+
+// refuseMessage answers a message refused before the SDK.
+func (g *Gateway) refuseMessage(c echo.Context, refusal *jsonrpc.Response) error {
+	e, _ := refusal.Error.(*jsonrpc.Error)
+	reason := "malformed message"
+	if e != nil {
+		reason = e.Message
+	}
+	g.log.Debug("http refused", "op", "http.admit", "status", http.StatusBadRequest, "reason", reason)
+	g.refused(c.Request().Context(), "malformed message")
+	return c.JSONBlob(http.StatusBadRequest, encodeResponse(refusal))
+}
+
+// serveBatch serves a batch one message at a time through the session
+// handler, and answers with the array of their answers, so that all of
+// them together stay within MaxResponseBytes: the gateway never holds more
+// than that, plus the answer being made. Once the answers pass it, no
+// further message runs and the batch is answered with one error (the
+// messages before it have run). A message the SDK refuses at the HTTP
+// level (an unknown session, say) ends the batch with that refusal.
+func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
+	r, w := c.Request(), c.Response()
+	limit := g.opts.MaxResponseBytes
+	var out bytes.Buffer
+	out.WriteByte('[')
+	answers := 0
+	for _, msg := range msgs {
+		sub := r.Clone(r.Context())
+		sub.Body = io.NopCloser(bytes.NewReader(msg))
+		sub.ContentLength = int64(len(msg))
+		part := &batchPart{header: http.Header{}, limit: limit - int64(out.Len()) - 1}
+		g.sessions.ServeHTTP(part, sub)
+		switch {
+		case part.over:
+			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchTooLarge})
+		case part.status == http.StatusAccepted:
+			continue
+		case part.status != http.StatusOK:
+			for k, v := range part.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(part.status)
+			_, err := w.Write(part.body.Bytes())
+			return err
+		}
+		if answers > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(bytes.TrimSpace(part.body.Bytes()))
+		answers++
+		if int64(out.Len())+1 > limit {
+			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchTooLarge})
+		}
+	}
+	if answers == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	out.WriteByte(']')
+	return c.JSONBlob(http.StatusOK, out.Bytes())
+}
+
+var errPartTooLarge = errors.New("server: a batch's answers pass the response bound")
+
+// batchPart records the answer to one message of a batch, up to limit
+// bytes.
+type batchPart struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	limit  int64
+	over   bool
+}
+
+func (p *batchPart) Header() http.Header { return p.header }
+
+func (p *batchPart) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
+
+func (p *batchPart) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	if int64(p.body.Len()+len(b)) > p.limit {
+		p.over = true
+		return 0, errPartTooLarge
+	}
+	return p.body.Write(b)
+}

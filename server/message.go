@@ -1,0 +1,204 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
+)
+
+// Both transports check every JSON-RPC message before the SDK sees it, the
+// same way, so that what the SDK would silently change or drop is refused
+// with an answer instead:
+//
+//   - keys are matched exactly and only once (memgate.StrictObject): a
+//     member named like a JSON-RPC one in other case ("ID", "Method"), or
+//     a key given twice, makes the message invalid, where one reader would
+//     see a call and another a notification;
+//   - an id is a string, or an integer that a float64 holds exactly: the
+//     SDK reads numbers as float64 and truncates, so 1.5 and 2^63 would come
+//     back as other ids;
+//   - tools/call, resources/read and prompts/get need their params object
+//     (memgate's contract for a malformed call is -32602; the SDK answers
+//     -32600 or a plain-text 400).
+//
+// Refusals are fixed messages: none repeats what was sent.
+
+// rpcMembers are the members of a JSON-RPC 2.0 message.
+var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// maxExactID is the largest integer id a float64 holds exactly (2^53).
+const maxExactID = 1 << 53
+
+var (
+	errInvalidMessage = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: not a JSON-RPC 2.0 message"}
+	errInvalidID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: an id is a string or an integer of at most 2^53"}
+	errNeedsParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: "invalid params: this method needs its params object"}
+	errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+	errBadParams     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: "invalid params: the params do not have this method's fields and types, each once"}
+)
+
+// checkMessage returns the error response to one JSON-RPC message that
+// memgate refuses before the SDK sees it (nil to pass it on), and whether
+// the message is a call, which the SDK will answer.
+func checkMessage(msg []byte) (*jsonrpc.Response, bool) {
+	members, err := memgate.StrictObject(msg, nil)
+	if errors.Is(err, memgate.ErrJSONSyntax) {
+		return &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeParseError,
+			Message: "parse error: a message is not JSON"}}, false
+	}
+	if err != nil {
+		return &jsonrpc.Response{Error: errInvalidMessage}, false
+	}
+	id, idErr := messageID(members["id"])
+	refuse := func(e *jsonrpc.Error) (*jsonrpc.Response, bool) {
+		return &jsonrpc.Response{ID: id, Error: e}, false
+	}
+	if idErr != nil {
+		return &jsonrpc.Response{Error: errInvalidID}, false
+	}
+	for key := range members {
+		for _, m := range rpcMembers {
+			if key != m && strings.EqualFold(key, m) {
+				return refuse(errInvalidMessage)
+			}
+		}
+	}
+	var version string
+	if json.Unmarshal(members["jsonrpc"], &version) != nil || version != "2.0" {
+		return refuse(errInvalidMessage)
+	}
+	raw, hasMethod := members["method"]
+	var method string
+	if hasMethod && json.Unmarshal(raw, &method) != nil {
+		return refuse(errInvalidMessage)
+	}
+	switch {
+	case !hasMethod && !id.IsValid():
+		return refuse(errInvalidMessage)
+	case hasMethod && id.IsValid() && !serverMethods[method]:
+		return refuse(errUnknownMethod)
+	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsObject(members["params"]):
+		return refuse(errNeedsParams)
+	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsFit(members["params"], needsParams[method]()):
+		return refuse(errBadParams)
+	}
+	return nil, hasMethod && id.IsValid()
+}
+
+// messageID reads an id: absent or null (no id), a string, or an integer
+// literal within ±2^53.
+func messageID(raw json.RawMessage) (jsonrpc.ID, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return jsonrpc.ID{}, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return jsonrpc.ID{}, err
+		}
+		return jsonrpc.MakeID(s)
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n > maxExactID || n < -maxExactID {
+		return jsonrpc.ID{}, errInvalidID
+	}
+	return jsonrpc.MakeID(float64(n))
+}
+
+// serverMethods are the calls the SDK's server (v1.8.0) answers. Any other
+// the SDK would refuse with a message that repeats its name.
+var serverMethods = map[string]bool{
+	"initialize": true, "ping": true, "tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true, "server/discover": true, "subscriptions/listen": true,
+}
+
+// needsParams lists the methods whose call is malformed without params,
+// each with the SDK's type of its params.
+var needsParams = map[string]func() any{
+	"tools/call":     func() any { return new(mcp.CallToolParamsRaw) },
+	"resources/read": func() any { return new(mcp.ReadResourceParams) },
+	"prompts/get":    func() any { return new(mcp.GetPromptParams) },
+}
+
+// paramsFit reports whether params decode into v with each key once. The
+// SDK's own decoding error would repeat the params, memory text and all.
+func paramsFit(params json.RawMessage, v any) bool {
+	if _, err := memgate.StrictObject(params, nil); err != nil {
+		return false
+	}
+	return json.Unmarshal(params, v) == nil
+}
+
+func paramsObject(p json.RawMessage) bool {
+	p = bytes.TrimSpace(p)
+	return len(p) > 0 && p[0] == '{'
+}
+
+// encodeResponse is the JSON of a refusal checkMessage made.
+func encodeResponse(r *jsonrpc.Response) []byte {
+	b, err := jsonrpc.EncodeMessage(r)
+	if err != nil {
+		// A response of a fixed message and a checked id always encodes.
+		panic("server: encode response: " + err.Error())
+	}
+	return b
+}
+
+// MaxBatch is the most messages a JSON-RPC batch (2025-03-26) may hold.
+const MaxBatch = 32
+
+var (
+	errBatchTooLong = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: a batch holds at most 32 messages"}
+	errBatchEmpty = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: an empty batch"}
+	errBatchMessage = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: a message of the batch is malformed"}
+	errBatchSyntax = &jsonrpc.Error{Code: jsonrpc.CodeParseError,
+		Message: "parse error: a batch is not JSON"}
+)
+
+// splitBatch returns the messages of a batch, or the error that refuses the
+// batch whole: not JSON, empty, longer than MaxBatch, or holding a message
+// checkMessage refuses.
+func splitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
+	if err := memgate.CheckUniqueKeys(body); errors.Is(err, memgate.ErrJSONSyntax) {
+		return nil, errBatchSyntax
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(body, &msgs); err != nil {
+		return nil, errBatchSyntax
+	}
+	switch {
+	case len(msgs) == 0:
+		return nil, errBatchEmpty
+	case len(msgs) > MaxBatch:
+		return nil, errBatchTooLong
+	}
+	for _, m := range msgs {
+		if refusal, _ := checkMessage(m); refusal != nil {
+			return nil, errBatchMessage
+		}
+	}
+	return msgs, nil
+}
+
+// checkBatch is splitBatch's verdict alone.
+func checkBatch(body []byte) *jsonrpc.Error {
+	_, err := splitBatch(body)
+	return err
+}
