@@ -409,7 +409,7 @@ func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narr
 		if doc == ascending.end() {
 			return narrowing{set: set}, nil
 		}
-		if len(set) == gatherMax {
+		if len(set) == gatherMax || dense(len(set), doc, v.seq, gatherMax) {
 			break
 		}
 		set = append(set, doc)

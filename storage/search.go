@@ -186,7 +186,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string,
 		r.idf[i] = search.DefaultBM25.IDF(df, n)
 	}
 	if f != nil {
-		ended, err := r.gather(max(limit, cost/len(lists)))
+		ended, err := r.gather(max(limit, cost/len(lists)), v.seq)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -222,7 +222,7 @@ func (r *ranking) score(i int, p posting) float64 {
 
 // gather walks the filter for up to max documents; it reports whether the
 // filter ended first.
-func (r *ranking) gather(max int) (bool, error) {
+func (r *ranking) gather(max int, seq uint64) (bool, error) {
 	for target := uint64(0); ; {
 		doc, err := r.f.next(target)
 		if err != nil {
@@ -232,12 +232,20 @@ func (r *ranking) gather(max int) (bool, error) {
 			r.ended = true
 			return true, nil
 		}
-		if len(r.gathered) == max {
+		if len(r.gathered) == max || dense(len(r.gathered), doc, seq, max) {
 			return false, nil
 		}
 		r.gathered = append(r.gathered, doc)
 		target = doc + 1
 	}
+}
+
+// dense reports, from the first n documents of a walk in document order
+// (the last of them doc, of documents up to seq), whether the walk will
+// clearly yield more than max: at the rate so far it would yield four times
+// as many. A narrowing most memories pass is then not gathered at all.
+func dense(n int, doc, seq uint64, max int) bool {
+	return n >= 64 && n%64 == 0 && doc > 0 && float64(n)*float64(seq)/float64(doc) > 4*float64(max)
 }
 
 // byDocument scores the documents of docs (nil: every document of the
