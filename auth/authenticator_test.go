@@ -118,7 +118,12 @@ func TestMetadata(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, WellKnownPrefix+"/team/mcp", nil))
+	req := httptest.NewRequest(http.MethodGet, WellKnownPrefix+"/team/mcp", nil)
+	req.Host = "evil.example.net"
+	m.ServeHTTP(rec, req)
+	if strings.Contains(rec.Body.String(), "evil") || rec.Header().Get("Cache-Control") != "public, max-age=300" {
+		t.Fatalf("a configured resource: %s %q", rec.Body, rec.Header().Get("Cache-Control"))
+	}
 	var doc map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != 200 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -135,6 +140,12 @@ func TestMetadata(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "http://localhost:9000/mcp", nil)
 	if got := d.URL(r); got != "http://localhost:9000/.well-known/oauth-protected-resource/mcp" {
 		t.Fatalf("derived URL %s", got)
+	}
+	rec = httptest.NewRecorder()
+	d.ServeHTTP(rec, r)
+	if !strings.Contains(rec.Body.String(), `"resource":"http://localhost:9000/mcp"`) ||
+		rec.Header().Get("Cache-Control") != "no-store" || rec.Header().Get("Vary") != "Host" {
+		t.Fatalf("a derived resource is cached: %s %q", rec.Body, rec.Header().Get("Cache-Control"))
 	}
 	r.TLS = &tls.ConnectionState{}
 	if got := d.resource(r); got != "https://localhost:9000/mcp" {

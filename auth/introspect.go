@@ -252,6 +252,12 @@ func (in *Introspector) call(ctx context.Context, token string) ([]byte, error) 
 // later (nbf, iat), and not bound to a key (cnf: memgate cannot check the
 // proof of possession, so it does not pretend to).
 func (in *Introspector) check(body []byte) (*memgate.Principal, time.Time, error) {
+	// One object, each key once: a reader that kept the first of two
+	// "active" or "sub" would admit another token than this one.
+	if _, err := memgate.StrictObject(body, nil); err != nil {
+		in.log.Warn("introspection failed", "op", "auth.introspect", "error", "the answer is not one JSON object with each key once")
+		return nil, time.Time{}, errUnavailable
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var m map[string]any

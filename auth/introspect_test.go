@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -73,6 +74,20 @@ func newAuthServer(t *testing.T) *authServer {
 			return
 		case "mode:html":
 			w.Write([]byte("<html>"))
+			return
+		case "mode:duplicate": // a good answer with sub given twice
+			s.mu.Lock()
+			a := s.answers["good"]
+			s.mu.Unlock()
+			b, _ := json.Marshal(a)
+			w.Write(append(bytes.TrimSuffix(b, []byte("}")), `,"sub":"admin"}`...))
+			return
+		case "mode:trailing": // a good answer, then another value
+			s.mu.Lock()
+			a := s.answers["good"]
+			s.mu.Unlock()
+			b, _ := json.Marshal(a)
+			w.Write(append(b, `{"active":false}`...))
 			return
 		}
 		if strings.HasPrefix(token, "mode:hold") {
@@ -207,6 +222,8 @@ func TestIntrospectionFailures(t *testing.T) {
 		{"an answer over 16 KiB is 503", "mode:huge"},
 		{"a good answer padded past 16 KiB is 503", "mode:huge-padded"},
 		{"an answer that is not JSON is 503", "mode:html"},
+		{"an answer with a key given twice is 503", "mode:duplicate"},
+		{"an answer followed by another value is 503", "mode:trailing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()

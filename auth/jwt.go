@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,7 +145,7 @@ func (j *JWT) Verify(ctx context.Context, token string) (*memgate.Principal, tim
 	if len(token) > MaxTokenBytes {
 		return nil, time.Time{}, errTooLarge
 	}
-	if !isCompactJWS(token) {
+	if !isCompactJWS(token) || !strictJOSE(token) {
 		return nil, time.Time{}, errBadToken
 	}
 	var unavailable bool
@@ -246,4 +249,47 @@ func isCompactJWS(s string) bool {
 		start = i + 1
 	}
 	return parts == 3
+}
+
+// strictJOSE checks what jwx lets through of a compact JWS: its header and
+// claims are JSON objects with no key given twice (two readers could see
+// two tokens); the header has no crit, since memgate understands no
+// extension, and RFC 7515 §4.1.11 makes a crit that is empty or names a
+// registered header invalid anyway; and exp, nbf and iat, when present, are
+// JSON numbers (RFC 7519 NumericDate), not strings or dates.
+func strictJOSE(token string) bool {
+	head, rest, _ := strings.Cut(token, ".")
+	body, _, _ := strings.Cut(rest, ".")
+	h, err := decodeJOSEPart(head)
+	if err != nil {
+		return false
+	}
+	if _, crit := h["crit"]; crit {
+		return false
+	}
+	claims, err := decodeJOSEPart(body)
+	if err != nil {
+		return false
+	}
+	for _, name := range []string{jwt.ExpirationKey, jwt.NotBeforeKey, jwt.IssuedAtKey} {
+		v, ok := claims[name]
+		if !ok {
+			continue
+		}
+		var n json.Number
+		if v = bytes.TrimSpace(v); len(v) == 0 || !(v[0] == '-' || '0' <= v[0] && v[0] <= '9') || json.Unmarshal(v, &n) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeJOSEPart decodes one base64url part of a compact JWS into the
+// members of its JSON object, keys exact and once.
+func decodeJOSEPart(part string) (map[string]json.RawMessage, error) {
+	b, err := base64.RawURLEncoding.DecodeString(part)
+	if err != nil {
+		return nil, err
+	}
+	return memgate.StrictObject(b, nil)
 }

@@ -2,12 +2,15 @@ package auth
 
 import (
 	"context"
+	"crypto"
 	"crypto/hmac"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -97,6 +100,28 @@ func TestJWTAttacks(t *testing.T) {
 		return strings.Join(parts, ".")
 	}
 	big := rs(map[string]any{"pad": strings.Repeat("x", MaxTokenBytes)})
+	// signRaw signs a header and claims given as raw JSON, as a careless or
+	// hostile issuer could write them.
+	signRaw := func(head, body string) string {
+		input := b64([]byte(head)) + "." + b64([]byte(body))
+		sum := sha256.Sum256([]byte(input))
+		sig, err := rsa.SignPKCS1v15(nil, rsaA, crypto.SHA256, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return input + "." + b64(sig)
+	}
+	claimsJSON := string(must(json.Marshal(f.claims(nil))))
+	duplicated := func() string {
+		// sub twice: jwx keeps the last, another reader the first.
+		return signRaw(`{"alg":"RS256","kid":"a"}`, strings.TrimSuffix(claimsJSON, "}")+`,"sub":"admin"}`)
+	}
+	duplicatedHeader := func() string {
+		return signRaw(`{"alg":"RS256","kid":"a","kid":"a"}`, claimsJSON)
+	}
+	if _, _, err := f.v.Verify(context.Background(), signRaw(`{"alg":"RS256","kid":"a"}`, claimsJSON)); err != nil {
+		t.Fatalf("a token signed from raw JSON: %v", err)
+	}
 	attacker := publicJWK(t, rsaB, "a", "RS256")
 
 	cases := []struct {
@@ -134,6 +159,16 @@ func TestJWTAttacks(t *testing.T) {
 		{"a malformed namespace claim is refused with 403", rs(map[string]any{"memgate_namespace": "Bad Name"}), 403},
 		{"an empty namespace list is refused with 403", rs(map[string]any{"memgate_namespace": []string{}}), 403},
 		{"a token over 8 KiB is refused", big, 401},
+		{"an unknown crit header is refused", sign(t, rsaA, "RS256", map[string]any{"kid": "a", "crit": []string{"x-unknown"}, "x-unknown": true}, f.claims(nil)), 401},
+		{"a crit naming a registered claim is refused", sign(t, rsaA, "RS256", map[string]any{"kid": "a", "crit": []string{"exp"}}, f.claims(nil)), 401},
+		{"an empty crit is refused", sign(t, rsaA, "RS256", map[string]any{"kid": "a", "crit": []string{}}, f.claims(nil)), 401},
+		{"exp as a string is refused", rs(map[string]any{"exp": fmt.Sprint(f.clock.unix(time.Hour))}), 401},
+		{"exp as an RFC 3339 date is refused", rs(map[string]any{"exp": f.clock.now().Add(time.Hour).UTC().Format(time.RFC3339)}), 401},
+		{"nbf as a string is refused", rs(map[string]any{"nbf": fmt.Sprint(f.clock.unix(-time.Minute))}), 401},
+		{"iat as a string is refused", rs(map[string]any{"iat": fmt.Sprint(f.clock.unix(-time.Minute))}), 401},
+		{"a fractional exp passes", rs(map[string]any{"exp": float64(f.clock.unix(time.Hour)) + 0.5}), 200},
+		{"a claim given twice is refused", duplicated(), 401},
+		{"a header key given twice is refused", duplicatedHeader(), 401},
 		{"a JSON serialisation is refused", `{"payload":"x","signatures":[]}`, 401},
 		{"five parts (JWE) are refused", "a.b.c.d.e", 401},
 	}

@@ -17,8 +17,10 @@ type Metadata struct {
 	// Resource is the resource identifier: the absolute URL of the MCP
 	// endpoint as clients reach it (https://memory.example.com/mcp). When
 	// empty it is made per request from the request's Host and Path, which
-	// suits a server reached directly (the gateway admits only allowed
-	// hosts); behind a proxy that rewrites addresses, set it.
+	// suits a server reached directly (the gateway serves the document
+	// behind its Host guard, so only an allowed host is ever stated, and
+	// the document is then never cached); behind a proxy that rewrites
+	// addresses, set it.
 	Resource string
 	// Path is the MCP path the gateway serves (default /mcp).
 	Path string
@@ -119,7 +121,14 @@ func (m *Metadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=300")
+	if m.Resource != "" {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+	} else {
+		// Made from the request's Host (which the gateway has checked): no
+		// cache may hand one host's document to a client of another.
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Vary", "Host")
+	}
 	if r.Method == http.MethodGet {
 		w.Write(b)
 	}

@@ -2,7 +2,11 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,4 +84,71 @@ func rpcError(e *memgate.Error) *jsonrpc.Error {
 // invalidParams is a -32602 protocol error with a fixed, value-free message.
 func invalidParams(msg string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// scrubErrors is a receiving middleware of every SDK server: it lets no
+// protocol error repeat what was sent. memgate's own errors (invalidParams,
+// rpcError) carry fixed messages and, as data, only the memgate envelope;
+// the SDK's name the unknown tool or prompt in their message and put an
+// unmatched resource URI in data. An error is passed on unchanged only when
+// it is a bare *jsonrpc.Error whose data is a memgate envelope, or that has
+// no data and a message that quotes nothing; any other keeps its code and gets the fixed
+// message of that code, without data.
+func scrubErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			err = scrubError(err)
+		}
+		return res, err
+	}
+}
+
+// scrubError is scrubErrors' rule for one error.
+func scrubError(err error) error {
+	// memgate's envelope in data marks an error of ours, whose message is
+	// safe whatever it holds ("the store's file is damaged"); without data,
+	// a message that quotes nothing.
+	if rpc, ok := err.(*jsonrpc.Error); ok && ownData(rpc.Data) &&
+		(len(bytes.TrimSpace(rpc.Data)) > 0 || !strings.ContainsAny(rpc.Message, "\"'`")) {
+		return rpc
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		code = rpc.Code
+	}
+	msg, ok := fixedMessages[code]
+	for _, prefix := range []string{"unknown tool", "unknown prompt"} {
+		if rpc != nil && code == jsonrpc.CodeInvalidParams && strings.HasPrefix(rpc.Message, prefix+" ") {
+			msg = "invalid params: " + prefix
+		}
+	}
+	if !ok {
+		code, msg = jsonrpc.CodeInternalError, fixedMessages[jsonrpc.CodeInternalError]
+	}
+	return &jsonrpc.Error{Code: code, Message: msg}
+}
+
+// fixedMessages are the messages of protocol errors that are not memgate's.
+var fixedMessages = map[int64]string{
+	jsonrpc.CodeParseError:     "parse error",
+	jsonrpc.CodeInvalidRequest: "invalid request",
+	jsonrpc.CodeMethodNotFound: "method not found",
+	jsonrpc.CodeInvalidParams:  "invalid params: an unknown name or a malformed request",
+	jsonrpc.CodeInternalError:  "internal error",
+}
+
+// ownData reports whether data is absent or a memgate envelope as rpcError
+// makes it: an object of code (a memgate code), message and details.
+func ownData(data json.RawMessage) bool {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return true
+	}
+	members, err := memgate.StrictObject(data, []string{"code", "message", "details"})
+	if err != nil {
+		return false
+	}
+	var code memgate.Code
+	return json.Unmarshal(members["code"], &code) == nil && slices.Contains(memgate.Codes, code)
 }

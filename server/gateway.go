@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,6 @@ const (
 	DefaultMaxSessions       = 1024
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultMaxRequestBytes   = 1 << 20
-	DefaultMaxResponseBytes  = 4 << 20
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 90 * time.Second
 	DefaultRequestTimeout    = 60 * time.Second
@@ -71,8 +71,9 @@ type GatewayOptions struct {
 	SessionIdle time.Duration
 	// MaxRequestBytes bounds a request body (413 beyond it).
 	MaxRequestBytes int64
-	// MaxResponseBytes bounds the answers of one JSON-RPC batch together
-	// (--max-response-bytes); a batch whose answers pass it is refused.
+	// MaxResponseBytes bounds the answers of one JSON-RPC batch together; a
+	// batch whose answers pass it is refused. 0 means the Server's own
+	// bound of one answer (Options.MaxResponseBytes, --max-response-bytes).
 	MaxResponseBytes int64
 
 	// ReadHeaderTimeout bounds the time to read a request's header: the
@@ -95,8 +96,10 @@ type GatewayOptions struct {
 	// authentication or Host checks: keep the port off public networks or
 	// scrape it through a proxy that limits who may.
 	Metrics http.Handler
-	// Routes are extra GET handlers served without authentication or Host
-	// checks (the protected-resource metadata), by path.
+	// Routes are extra GET handlers served without authentication but
+	// behind the header bounds and the Host and Origin guard (the
+	// protected-resource metadata), by path: literal paths under
+	// /.well-known/.
 	Routes map[string]http.Handler
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
@@ -139,13 +142,22 @@ type Gateway struct {
 
 	allowHosts   map[string]bool
 	allowOrigins map[string]bool
+	routes       map[string]bool // the paths registered, for metric labels
 }
 
 // NewGateway returns the gateway of s configured by opts.
 func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	opts = opts.withDefaults()
-	if !strings.HasPrefix(opts.Path, "/") {
-		return nil, fmt.Errorf("server: gateway path %q must start with /", opts.Path)
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = int64(s.maxReply)
+	}
+	if err := CheckPath(opts.Path); err != nil {
+		return nil, fmt.Errorf("server: gateway path: %w", err)
+	}
+	for path := range opts.Routes {
+		if !strings.HasPrefix(path, wellKnown) || !literalPath(path) {
+			return nil, fmt.Errorf("server: an extra route must be a literal path under %s", wellKnown)
+		}
 	}
 	g := &Gateway{opts: opts, log: s.log, stateful: s.newMCP(),
 		allowHosts: map[string]bool{}, allowOrigins: map[string]bool{}}
@@ -191,19 +203,66 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{})
 	e.HTTPErrorHandler = g.httpError
-	e.Use(g.recover, route)
+	e.Use(g.recover, g.route)
 	e.GET("/health", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/ready", g.ready)
 	if opts.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(opts.Metrics))
 	}
 	for path, h := range opts.Routes {
-		e.GET(path, echo.WrapHandler(h))
+		e.GET(path, echo.WrapHandler(h), g.limitHeaders, g.guardHost)
 	}
+	g.routes = map[string]bool{}
+	for _, r := range e.Routes() {
+		g.routes[r.Path] = true
+	}
+	g.routes[opts.Path] = true
 	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
+}
+
+// Paths the gateway serves itself, which the MCP path may not take.
+var reservedPaths = []string{"/health", "/ready", "/metrics"}
+
+// wellKnown is the prefix of RFC 8615 well-known paths (the RFC 9728
+// metadata among them).
+const wellKnown = "/.well-known/"
+
+// CheckPath reports whether path can be the MCP path: a literal path of one
+// or more segments of letters, digits and - . _ ~ (no echo pattern such as
+// /* or /:x, no . or .. segment), and none of the gateway's own paths
+// (/health, /ready, /metrics, /.well-known/...), which it would replace.
+func CheckPath(path string) error {
+	switch {
+	case !literalPath(path):
+		return errors.New("must be a literal path such as /mcp: segments of letters, digits and - . _ ~, no *, : or empty segment")
+	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown):
+		return errors.New("must not be /health, /ready, /metrics or under /.well-known/, which the gateway serves itself")
+	}
+	return nil
+}
+
+// literalPath reports whether path is "/" and segments of unreserved
+// characters (RFC 3986), none of them . or ..; so echo matches it as the
+// literal it is.
+func literalPath(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (o GatewayOptions) withDefaults() GatewayOptions {
@@ -226,9 +285,6 @@ func (o GatewayOptions) withDefaults() GatewayOptions {
 	def(&o.MaxSessions, DefaultMaxSessions)
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if o.MaxResponseBytes <= 0 {
-		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	defd(&o.SessionIdle, DefaultSessionIdle)
 	defd(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)

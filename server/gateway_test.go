@@ -1165,3 +1165,56 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 		})
 	}
 }
+
+func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/mcp", "/api/v1/memory", "/a.b_c~-", "/healthz", "/metrics2"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err != nil {
+			t.Errorf("path %q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"mcp", "/", "/*", "/:x", "/mcp/*", "/mcp/:id", "/mcp/", "//mcp", "/a/../b", "/./mcp", "/m cp", "/mcp?x",
+		"/health", "/ready", "/metrics", "/.well-known", "/.well-known/oauth-protected-resource", "/.well-known/x"} {
+		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+}
+
+// TestGatewayGuardsItsExtraRoutes: the protected-resource metadata is served
+// behind the Host and Origin guard, so no Host of a caller's choosing is
+// ever stated in it.
+func TestGatewayGuardsItsExtraRoutes(t *testing.T) {
+	doc := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, `{"resource":"http://%s/mcp"}`, r.Host) })
+	g := startGateway(t, server.GatewayOptions{Routes: map[string]http.Handler{"/.well-known/oauth-protected-resource/mcp": doc}}, server.Options{})
+	get := func(host, origin string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, g.base+"/.well-known/oauth-protected-resource/mcp", nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if s, b := get(g.addr, ""); s != 200 || !strings.Contains(b, g.addr) {
+		t.Fatalf("from the gateway's own host: %d %s", s, b)
+	}
+	if s, b := get("evil.example.net", ""); s != http.StatusForbidden || strings.Contains(b, "evil") {
+		t.Fatalf("from another host: %d %s", s, b)
+	}
+	if s, _ := get(g.addr, "https://evil.example.net"); s != http.StatusForbidden {
+		t.Fatalf("from another origin: %d", s)
+	}
+	srv, _ := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if _, err := srv.NewGateway(server.GatewayOptions{Routes: map[string]http.Handler{"/health": doc}}); err == nil {
+		t.Fatal("an extra route replaced /health")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
 )
@@ -42,6 +43,9 @@ var (
 		Message: "invalid request: an id is a string or an integer of at most 2^53"}
 	errNeedsParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 		Message: "invalid params: this method needs its params object"}
+	errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+	errBadParams     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: "invalid params: the params do not have this method's fields and types, each once"}
 )
 
 // checkMessage returns the error response to one JSON-RPC message that
@@ -82,8 +86,12 @@ func checkMessage(msg []byte) (*jsonrpc.Response, bool) {
 	switch {
 	case !hasMethod && !id.IsValid():
 		return refuse(errInvalidMessage)
-	case hasMethod && id.IsValid() && needsParams[method] && !paramsObject(members["params"]):
+	case hasMethod && id.IsValid() && !serverMethods[method]:
+		return refuse(errUnknownMethod)
+	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsObject(members["params"]):
 		return refuse(errNeedsParams)
+	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsFit(members["params"], needsParams[method]()):
+		return refuse(errBadParams)
 	}
 	return nil, hasMethod && id.IsValid()
 }
@@ -109,8 +117,31 @@ func messageID(raw json.RawMessage) (jsonrpc.ID, error) {
 	return jsonrpc.MakeID(float64(n))
 }
 
-// needsParams lists the methods whose call is malformed without params.
-var needsParams = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true}
+// serverMethods are the calls the SDK's server (v1.8.0) answers. Any other
+// the SDK would refuse with a message that repeats its name.
+var serverMethods = map[string]bool{
+	"initialize": true, "ping": true, "tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true, "server/discover": true, "subscriptions/listen": true,
+}
+
+// needsParams lists the methods whose call is malformed without params,
+// each with the SDK's type of its params.
+var needsParams = map[string]func() any{
+	"tools/call":     func() any { return new(mcp.CallToolParamsRaw) },
+	"resources/read": func() any { return new(mcp.ReadResourceParams) },
+	"prompts/get":    func() any { return new(mcp.GetPromptParams) },
+}
+
+// paramsFit reports whether params decode into v with each key once. The
+// SDK's own decoding error would repeat the params, memory text and all.
+func paramsFit(params json.RawMessage, v any) bool {
+	if _, err := memgate.StrictObject(params, nil); err != nil {
+		return false
+	}
+	return json.Unmarshal(params, v) == nil
+}
 
 func paramsObject(p json.RawMessage) bool {
 	p = bytes.TrimSpace(p)

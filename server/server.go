@@ -177,6 +177,7 @@ func (s *Server) newMCP() *mcp.Server {
 	}
 	s.addResources(m)
 	s.addPrompts(m)
+	m.AddReceivingMiddleware(scrubErrors)
 	// Last, so that it is the outermost of this server's middleware.
 	m.AddReceivingMiddleware(s.recovering)
 	return m

@@ -60,18 +60,50 @@ func (g *Gateway) refused(ctx context.Context, reason string) {
 }
 
 // instrument wraps the gateway's handler in otelhttp: a span and the
-// http.server.* metrics per request, labelled with echo's route (never
-// the raw path).
+// http.server.* metrics per request. No label may come from what a caller
+// chooses, or 20,000 distinct Host headers make 20,000 series: otelhttp
+// labels server.address and server.port from Host, so it is shown the
+// fixed serverName instead (the handlers get the real Host back), and
+// http.route is echo's route or unmatchedRoute, never the raw path. The
+// method is one of the standard ones or _OTHER (otelhttp's own rule), the
+// protocol version one Go's server accepts.
 func (g *Gateway) instrument(h http.Handler) http.Handler {
-	return otelhttp.NewHandler(h, "memgate.http",
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A copy: otelhttp labels the metrics from the request it passed on.
+		real := r.WithContext(r.Context())
+		if host, ok := r.Context().Value(hostKey{}).(string); ok {
+			real.Host = host
+		}
+		h.ServeHTTP(w, real)
+	})
+	traced := otelhttp.NewHandler(inner, "memgate.http",
+		otelhttp.WithServerName(serverName),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		shown := r.WithContext(context.WithValue(r.Context(), hostKey{}, r.Host))
+		shown.Host = serverName
+		traced.ServeHTTP(w, shown)
+	})
 }
 
-// route labels a request's metrics with the route echo matched.
-func route(next echo.HandlerFunc) echo.HandlerFunc {
+// serverName is the server.address of every request's metrics.
+const serverName = "memgate"
+
+// unmatchedRoute is the http.route of a request to no route.
+const unmatchedRoute = "unmatched"
+
+type hostKey struct{}
+
+// route labels a request's metrics with the route echo matched: one of the
+// paths the gateway registered, or unmatchedRoute.
+func (g *Gateway) route(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if l, ok := otelhttp.LabelerFromContext(c.Request().Context()); ok {
-			l.Add(attribute.String("http.route", c.Path()))
+			route := c.Path()
+			if !g.routes[route] {
+				route = unmatchedRoute
+			}
+			l.Add(attribute.String("http.route", route))
 		}
 		return next(c)
 	}

@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/memgate/memgate/server"
@@ -36,8 +35,8 @@ func (f *httpFlags) validate(c *Config, bad func(flag, format string, args ...an
 	if _, _, err := net.SplitHostPort(f.Bind); err != nil {
 		bad("bind", "must be HOST:PORT, such as 127.0.0.1:8765")
 	}
-	if !strings.HasPrefix(f.Path, "/") || strings.ContainsAny(f.Path, "?# ") {
-		bad("path", "must start with / and hold no ?, # or space")
+	if err := server.CheckPath(f.Path); err != nil {
+		bad("path", "%s", err.Error())
 	}
 	for _, o := range f.AllowOrigin {
 		if !isOrigin(o) {

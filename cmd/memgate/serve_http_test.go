@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -91,7 +92,17 @@ func TestServeHTTPRefusesUnsafeStarts(t *testing.T) {
 		{"remote bind", []string{"--bind", "0.0.0.0:0"}, "--bind: not a loopback address"},
 		{"remote bind without auth", []string{"--bind", "0.0.0.0:0", "--allow-remote"}, "needs an auth mode"},
 		{"bad bind", []string{"--bind", "nowhere"}, "--bind: must be HOST:PORT"},
-		{"bad path", []string{"--path", "mcp"}, "--path: must start with /"},
+		{"bad path", []string{"--path", "mcp"}, "--path: must be a literal path"},
+		{"a wildcard path", []string{"--path", "/*"}, "--path: must be a literal path"},
+		{"a parameter path", []string{"--path", "/:x"}, "--path: must be a literal path"},
+		{"a path with a wildcard segment", []string{"--path", "/mcp/*"}, "--path: must be a literal path"},
+		{"an empty segment", []string{"--path", "/mcp/"}, "--path: must be a literal path"},
+		{"a dot segment", []string{"--path", "/a/../health"}, "--path: must be a literal path"},
+		{"the health path", []string{"--path", "/health"}, "--path: must not be /health"},
+		{"the ready path", []string{"--path", "/ready"}, "--path: must not be /health"},
+		{"the metrics path", []string{"--path", "/metrics"}, "--path: must not be /health"},
+		{"a well-known path", []string{"--path", "/.well-known/oauth-protected-resource"}, "--path: must not be /health"},
+		{"the well-known folder", []string{"--path", "/.well-known"}, "--path: must not be /health"},
 		{"zero cap", []string{"--max-inflight", "0"}, "--max-inflight: must be at least 1"},
 		{"tiny body", []string{"--max-request-bytes", "10"}, "--max-request-bytes"},
 		{"bad origin", []string{"--allow-origin", "evil.example.com"}, "--allow-origin"},
@@ -140,5 +151,114 @@ func TestServeHTTPMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
+	}
+}
+
+// TestServeHTTPMetricLabelsAreNotTheCallers: 500 requests with Host
+// headers, paths and methods of their own add no series to /metrics.
+func TestServeHTTPMetricLabelsAreNotTheCallers(t *testing.T) {
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--metrics")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			for _, c := range []struct{ method, path, host string }{
+				{http.MethodPost, "/mcp", fmt.Sprintf("h%d.example.net:%d", i, 1000+i)},
+				{http.MethodGet, fmt.Sprintf("/p%d", i), ""},
+				{http.MethodGet, fmt.Sprintf("/mcp/%d", i), fmt.Sprintf("localhost:%d", 1000+i)},
+				{fmt.Sprintf("M%d", i), "/mcp", ""},
+			} {
+				req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.host != "" {
+					req.Host = c.host
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+	scrape := func() (series int, size int) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(body), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				series++
+			}
+		}
+		if strings.Contains(string(body), "example.net") || strings.Contains(string(body), `"/p1"`) {
+			t.Fatalf("a caller's Host or path is a label:\n%s", body)
+		}
+		return series, len(body)
+	}
+	send(0, 20)
+	scrape() // the scrape's own series
+	series, size := scrape()
+	send(20, 520)
+	series2, size2 := scrape()
+	if series2 != series || size2-size > 4<<10 {
+		t.Fatalf("after 500 more requests: %d series and %d bytes, from %d and %d", series2, size2, series, size)
+	}
+	t.Logf("/metrics: %d series, %d then %d bytes", series, size, size2)
+}
+
+// TestServeHTTPSessionGivesEachTokenItsOwnRights: two JWTs of one subject,
+// one reading and writing team-a, one reading team-b only. The second, sent
+// on the first one's session, has its own rights there.
+func TestServeHTTPSessionGivesEachTokenItsOwnRights(t *testing.T) {
+	p := newIDP(t)
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--jwt-issuer", testIss, "--jwt-audience", testAud,
+		"--jwt-jwks-file", p.path, "--namespace-strategy", "token", "--namespace-arg")
+	strong := p.token(t, "erin", "memory:read memory:write", map[string]any{"memgate_namespace": []string{"team-a"}})
+	weak := p.token(t, "erin", "memory:read", map[string]any{"memgate_namespace": []string{"team-b"}})
+	post := func(token, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post(strong, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	post(strong, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call := func(token, tool, args string) string {
+		_, b := post(token, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, args))
+		return b
+	}
+	if b := call(strong, "remember", `{"id":"plan","text":"team-a's plan"}`); !strings.Contains(b, `"created":true`) {
+		t.Fatalf("the strong token remembers: %s", b)
+	}
+	for _, c := range []struct{ tool, args string }{
+		{"remember", `{"text":"written with a read-only token"}`},
+		{"get", `{"id":"plan","namespace":"team-a"}`},
+	} {
+		if b := call(weak, c.tool, c.args); !strings.Contains(b, `"code":"forbidden"`) {
+			t.Errorf("the weak token's %s on the strong token's session: %s", c.tool, b)
+		}
+	}
+	if b := call(weak, "stats", `{}`); !strings.Contains(b, `"namespace":"team-b"`) {
+		t.Errorf("the weak token's stats on the strong token's session: %s", b)
 	}
 }

@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
+)
+
+// secretMarker stands for memory text, ids and names a caller sends: no
+// error may repeat it.
+const secretMarker = "zq-private-7731"
+
+// echoingRequests are calls whose refusal, left to the SDK, repeated part of
+// what was sent.
+var echoingRequests = []struct {
+	name, params, method string
+	code                 int64
+}{
+	{"params that do not decode", `{"name":5,"arguments":{"text":"` + secretMarker + `"}}`, "tools/call", -32602},
+	{"arguments of the wrong type", `{"name":"remember","arguments":"` + secretMarker + `"}`, "tools/call", -32602},
+	{"a name given twice", `{"name":"get","name":"` + secretMarker + `"}`, "tools/call", -32600},
+	{"an unknown tool", `{"name":"` + secretMarker + `","arguments":{}}`, "tools/call", -32602},
+	{"an unknown prompt", `{"name":"` + secretMarker + `"}`, "prompts/get", -32602},
+	{"prompt arguments that do not decode", `{"name":"recall","arguments":{"topic":["` + secretMarker + `"]}}`, "prompts/get", -32602},
+	{"an unmatched resource URI", `{"uri":"nowhere://` + secretMarker + `"}`, "resources/read", -32602},
+	{"a missing memory", `{"uri":"memgate://memory/` + secretMarker + `"}`, "resources/read", -32602},
+	{"an unknown method", `{}`, secretMarker, -32601},
+}
+
+func TestProtocolErrorsRepeatNothingSentOverStdio(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for i, r := range echoingRequests {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, r.method, r.params))
+	}
+	var out syncBuffer
+	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	answers := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(answers) != len(echoingRequests)+1 {
+		t.Fatalf("%d answers to %d calls:\n%s", len(answers), len(echoingRequests)+1, out.String())
+	}
+	for _, a := range answers {
+		if !strings.HasPrefix(a, `{"jsonrpc":"2.0","id":0,`) {
+			checkNoEcho(t, a)
+		}
+	}
+}
+
+func TestProtocolErrorsRepeatNothingSentOverHTTP(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	session := g.initialize("2025-11-25", nil)
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": server.RevisionStateless,
+		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "x", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	for i, r := range echoingRequests {
+		for _, v := range []string{"2025-11-25", server.RevisionStateless} {
+			s, params, header := session, r.params, map[string]string{}
+			if v == server.RevisionStateless {
+				// The stateless revision takes _meta in params and the name in a
+				// header; params that do not decode into a map are sent as they are.
+				s = ""
+				var m map[string]any
+				if err := json.Unmarshal([]byte(params), &m); err == nil && memgate.CheckUniqueKeys([]byte(params)) == nil {
+					m["_meta"] = meta
+					params = mustJSON(t, m)
+				}
+				header["Mcp-Method"] = r.method
+				if name, ok := m["name"].(string); ok {
+					header["Mcp-Name"] = name
+				}
+				if uri, ok := m["uri"].(string); ok {
+					header["Mcp-Name"] = uri
+				}
+			}
+			resp := g.post(rpc{body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, r.method, params), session: s, version: v,
+				header: header})
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), secretMarker) {
+				t.Errorf("%s (%s): HTTP %d repeats what was sent: %s", r.name, v, resp.StatusCode, b)
+			}
+			if !strings.Contains(string(b), fmt.Sprintf(`"code":%d`, r.code)) {
+				t.Errorf("%s (%s): HTTP %d %s, want code %d", r.name, v, resp.StatusCode, b, r.code)
+			}
+		}
+	}
+}
+
+func checkNoEcho(t *testing.T, answer string) {
+	t.Helper()
+	if strings.Contains(answer, secretMarker) {
+		t.Errorf("an error repeats what was sent: %s", answer)
+	}
+	if !strings.Contains(answer, `"error"`) {
+		t.Errorf("not an error: %s", answer)
+	}
+}
