@@ -415,3 +415,37 @@ func TestStoreFoundDamagedIsClosedAndItsRestoredFileServed(t *testing.T) {
 		t.Fatalf("get from the restored store: %v %q", err, m.Text)
 	}
 }
+
+// A shutdown whose deadline has passed still closes every store that is
+// open, so each lets go of its file, and says nothing of stores "still
+// opening" that were not.
+func TestCloseAfterItsDeadlineStillClosesOpenStores(t *testing.T) {
+	dir := t.TempDir()
+	p, err := NewPool(Options{Dir: dir, Store: storage.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []memgate.Namespace{"a", "b", "c", "d", "e", "f"}
+	for _, ns := range names {
+		st, release, err := p.Lease(t.Context(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.Put(t.Context(), memgate.Write{ID: "x", Text: "kept"}); err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close after its deadline: %v", err)
+	}
+	for _, ns := range names {
+		s, err := storage.Open(filepath.Join(dir, "stores", string(ns), storage.FileName), storage.Options{NoSync: true})
+		if err != nil {
+			t.Fatalf("store %s after the pool closed: %v", ns, err)
+		}
+		s.Close()
+	}
+}
