@@ -367,6 +367,9 @@ func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, erro
 	if item.updated, err = o.timestamp("updated_at"); err != nil {
 		return nil, false, err
 	}
+	if item.created != 0 && item.updated != 0 && item.updated < item.created {
+		return nil, false, memgate.Invalid("updated_at", "updated_at must not be earlier than created_at")
+	}
 	if item.w, err = w.Normalize(s.opts.MaxTextBytes); err != nil {
 		return nil, false, err
 	}
