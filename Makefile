@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 ## test: everything CI runs — vet, unit tests under the race detector
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
 ## end-to-end suite, and the MCP conformance suite.
-test: vet unit bench-smoke e2e conformance
+test: vet unit fuzz-brief bench-smoke e2e conformance
 
 vet:
 	$(GO) vet $(PKGS)
@@ -33,6 +33,20 @@ conformance:
 	$(GO) build -o bin/memgate ./cmd/memgate
 	npm ci --prefix e2e/conformance --no-audit --no-fund
 	e2e/conformance/run.sh
+
+## fuzz-brief: the fuzz targets over damaged store files and every decoder
+## of outside input, a few seconds each beyond their seed corpora (which
+## unit already runs): never a crash or a hang, only errors.
+BRIEF := ./storage:FuzzDamagedStore:20s ./storage:FuzzImportLine:5s \
+	./server:FuzzStdioLine:5s ./server:FuzzDecodeArgs:5s ./auth:FuzzTokensFile:5s \
+	.:FuzzStrictObject:5s .:FuzzValidJSONText:5s
+.PHONY: fuzz-brief
+fuzz-brief:
+	@for t in $(BRIEF); do \
+	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; time=$${rest#*:}; \
+	  echo "== $$pkg $$name $$time"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$$time $$pkg || exit 1; \
+	done
 
 ## fuzz: run every fuzz target for FUZZTIME each (not part of test).
 fuzz:

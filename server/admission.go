@@ -11,12 +11,16 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
 )
 
 // The gateway's middleware, in the order a request meets it: the connection
@@ -140,12 +144,99 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		_ = rc.SetWriteDeadline(deadline.Add(answerGrace))
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
+		// The SDK runs a call on its session's context, not the request's: the
+		// call finds the request again by the work header (bindWork), takes
+		// its deadline, and holds the slot until it has returned, after the
+		// answer if the answer came first (a timeout).
+		wk := g.startWork(ctx, r)
 		c.SetRequest(r.WithContext(ctx))
 		err := next(c)
 		if err == nil && !w.Committed && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return g.refuse(c, http.StatusServiceUnavailable, "request timed out")
+			// The answer goes now, whole (its length known, so the client
+			// need not wait for the end of the handler), the slot when the
+			// work has ended; the connection closes after, so the client
+			// sends nothing more on it meanwhile.
+			const reason = "request timed out"
+			w.Header().Set("Content-Length", strconv.Itoa(len(reason)+1))
+			w.Header().Set("Connection", "close")
+			err = g.refuse(c, http.StatusServiceUnavailable, reason)
+			_ = rc.Flush()
 		}
+		g.endWork(wk)
 		return err
+	}
+}
+
+// workHeader carries, from admit to bindWork, the name of the work a
+// request admitted under the in-flight cap started. A client's own value is
+// dropped.
+const workHeader = "Memgate-Work"
+
+// work is the calls one admitted request started in the SDK.
+type work struct {
+	id    string
+	ctx   context.Context
+	mu    sync.Mutex
+	ended bool // the request is over: a call that starts now does not run
+	calls sync.WaitGroup
+}
+
+func (g *Gateway) startWork(ctx context.Context, r *http.Request) *work {
+	wk := &work{ctx: ctx, id: strconv.FormatUint(g.workSeq.Add(1), 36)}
+	r.Header.Set(workHeader, wk.id) // replaces a client's
+	g.works.Store(wk.id, wk)
+	return wk
+}
+
+// endWork waits for the calls the request started, which its context's end
+// stops, and forgets the work.
+func (g *Gateway) endWork(wk *work) {
+	wk.mu.Lock()
+	wk.ended = true
+	wk.mu.Unlock()
+	wk.calls.Wait()
+	g.works.Delete(wk.id)
+}
+
+var errRequestOver = &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request timed out or was cancelled"}
+
+// bindWork is the SDK servers' middleware that runs each call of an admitted
+// request under that request's context (its deadline, its cancel) and
+// counts it in the request's work, so admit holds the in-flight slot until
+// the call has returned.
+func (g *Gateway) bindWork(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.Header == nil {
+			return next(ctx, method, req)
+		}
+		v, ok := g.works.Load(extra.Header.Get(workHeader))
+		if !ok {
+			return next(ctx, method, req)
+		}
+		wk := v.(*work)
+		wk.mu.Lock()
+		if wk.ended {
+			wk.mu.Unlock()
+			return nil, errRequestOver
+		}
+		wk.calls.Add(1)
+		wk.mu.Unlock()
+		defer wk.calls.Done()
+		var cancel context.CancelFunc
+		if d, ok := wk.ctx.Deadline(); ok {
+			ctx, cancel = context.WithDeadline(ctx, d)
+		} else {
+			ctx, cancel = context.WithCancel(ctx)
+		}
+		defer cancel()
+		stop := context.AfterFunc(wk.ctx, func() {
+			if !errors.Is(wk.ctx.Err(), context.DeadlineExceeded) {
+				cancel() // the client went away; a deadline says so itself
+			}
+		})
+		defer stop()
+		return next(ctx, method, req)
 	}
 }
 

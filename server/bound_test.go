@@ -268,10 +268,14 @@ func TestSearchStopsAddingHitsAtTheResponseBound(t *testing.T) {
 	if err := json.Unmarshal(res.StructuredContent.(json.RawMessage), &r); err != nil || len(r.Hits) != stored || r.Receipt["truncated"] != nil {
 		t.Fatalf("search: %d hits, receipt %v (%v)", len(r.Hits), r.Receipt, err)
 	}
+	// The receipt of a cut answer counts too.
+	r.Receipt["truncated"] = true
+	receipt, _ := json.Marshal(r.Receipt)
+	boundOf := func(k int) int { return boundFor(t, r.Hits, k) + wireCost(t, receipt) - 2 }
 	for name, call := range boundTransports {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range []struct{ bound, want int }{
-				{boundFor(t, r.Hits, n), n}, {boundFor(t, r.Hits, n) - 1, n - 1}, {boundFor(t, r.Hits, n+1), n + 1},
+				{boundOf(n), n}, {boundOf(n) - 1, n - 1}, {boundOf(n + 1), n + 1},
 			} {
 				line := call(t, pool, c.bound, "search", args)
 				if len(line) > c.bound {
@@ -336,4 +340,91 @@ func answerText(t *testing.T, res any) string {
 		t.Fatalf("result without text: %s", b)
 	}
 	return r.Content[0].Text
+}
+
+// A resources/list page holds no texts: even of the largest names and
+// titles it stays under the smallest bound allowed.
+func TestResourcesListPageFitsTheSmallestBound(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		args, _ := json.Marshal(map[string]any{"text": "t", "id": fmt.Sprintf("%03d", i) + strings.Repeat("<", 253),
+			"title": strings.Repeat("\u2028", 256)})
+		if res, err := srv.Call(t.Context(), "remember", args); err != nil || res.IsError {
+			t.Fatalf("remember: %v", err)
+		}
+	}
+	r := newRawSession(t, srv)
+	res := r.request("resources/list", `{}`)
+	if res.Error != nil {
+		t.Fatal(res.Error)
+	}
+	var page struct {
+		Resources  []any  `json:"resources"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(res.Result, &page); err != nil || len(page.Resources) < 100 || page.NextCursor == "" {
+		t.Fatalf("resources/list: %d resources (%v)", len(page.Resources), err)
+	}
+	n, min := len(wireOf(t, res)), memgate.MinResponseBytes(1)
+	t.Logf("a resources/list page of the largest names: %d bytes", n)
+	if n > min {
+		t.Fatalf("a resources/list page of the largest names is %d bytes, over the smallest bound %d", n, min)
+	}
+}
+
+// The prompts that embed memories keep to the bound as well, and embed
+// about as many memories as it holds.
+func TestPromptsKeepToTheResponseBound(t *testing.T) {
+	const maxText = 16 << 10
+	pool := newPool(t, maxText)
+	opts := server.Options{Lease: server.LeaseOf(pool.Lease), MaxTextBytes: maxText}
+	fill := mustServer(t, opts)
+	for i := range 50 {
+		args, _ := json.Marshal(map[string]any{"text": fmt.Sprintf("zebra %d ", i) + strings.Repeat("\x01", 16000)})
+		if res, err := fill.Call(t.Context(), "remember", args); err != nil || res.IsError {
+			t.Fatalf("remember: %v", err)
+		}
+	}
+	bound := memgate.MinResponseBytes(maxText)
+	opts.MaxResponseBytes = bound
+	r := newRawSession(t, mustServer(t, opts))
+	whole := newRawSession(t, fill)
+	for _, params := range []string{
+		`{"name":"review-memories","arguments":{}}`,
+		`{"name":"recall-context","arguments":{"topic":"zebra","limit":"100"}}`,
+	} {
+		if n := len(wireOf(t, whole.request("prompts/get", params))); n <= bound {
+			t.Fatalf("%s: the whole answer takes %d bytes: the test does not reach the bound %d", params, n, bound)
+		}
+		res := r.request("prompts/get", params)
+		if res.Error != nil {
+			t.Fatalf("%s: %v", params, res.Error)
+		}
+		n := len(wireOf(t, res))
+		var got struct {
+			Messages []any `json:"messages"`
+		}
+		if err := json.Unmarshal(res.Result, &got); err != nil {
+			t.Fatal(err)
+		}
+		// One memory costs about 96 KB here (16,000 six-byte escapes): the
+		// bound holds seven, and the next would pass it.
+		t.Logf("%s: %d bytes (bound %d), %d memories", params, n, bound, len(got.Messages)-1)
+		if n > bound || len(got.Messages)-1 != 7 {
+			t.Fatalf("%s: %d bytes (bound %d), %d memories", params, n, bound, len(got.Messages)-1)
+		}
+	}
+}
+
+func mustServer(t *testing.T, opts server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }

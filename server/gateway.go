@@ -130,6 +130,9 @@ type Gateway struct {
 	inflight atomic.Int64
 	streams  atomic.Int64
 
+	works   sync.Map // workHeader value → *work (admission.go)
+	workSeq atomic.Uint64
+
 	sessionMu    sync.Mutex
 	initializing int // initialize requests admitted and not yet answered
 
@@ -179,6 +182,8 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: opts.SessionIdle,
 			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
 	stateless := s.newMCP()
+	g.stateful.AddReceivingMiddleware(g.bindWork)
+	stateless.AddReceivingMiddleware(g.bindWork)
 	if opts.Configure != nil {
 		opts.Configure(g.stateful)
 		opts.Configure(stateless)

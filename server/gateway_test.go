@@ -1072,6 +1072,100 @@ func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
 	}
 }
 
+// stubborn is a store whose searches run past their request's deadline:
+// each waits for its context to end, says so, and returns only when let go.
+type stubborn struct {
+	server.Store
+	started chan struct{}
+	stopped chan error // the context's end, as the search saw it
+	letGo   chan struct{}
+}
+
+func (s *stubborn) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	s.stopped <- ctx.Err()
+	<-s.letGo
+	return memgate.Result{}, &memgate.Error{Code: memgate.CodeUnavailable, Message: "the request timed out or was cancelled", Cause: ctx.Err()}
+}
+
+// A request past its deadline stops its work, and its in-flight slot stays
+// held until the work has returned, whichever revision it speaks.
+func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		t.Run(fmt.Sprint("stateless ", stateless), func(t *testing.T) {
+			pool := newPool(t, 0)
+			st := &stubborn{started: make(chan struct{}, 1), stopped: make(chan error, 1), letGo: make(chan struct{})}
+			var once sync.Once
+			letGo := func() { once.Do(func() { close(st.letGo) }) }
+			t.Cleanup(letGo)
+			lease := func(ctx context.Context, ns memgate.Namespace) (server.Store, func(), error) {
+				s, release, err := pool.Lease(ctx, ns)
+				if err != nil {
+					return nil, nil, err
+				}
+				st.Store = s
+				return st, release, nil
+			}
+			g := startGateway(t, server.GatewayOptions{MaxInflight: 1, RequestTimeout: 200 * time.Millisecond},
+				server.Options{Lease: lease})
+			search := rpc{body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}`}
+			if stateless {
+				search = rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "search"},
+					body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"},"_meta":{` +
+						`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`}
+			} else {
+				search.session, search.version = g.initialize("2025-11-25", nil), "2025-11-25"
+			}
+			type answer struct {
+				status int
+				body   string
+			}
+			first := make(chan answer, 1)
+			go func() {
+				resp := g.post(search)
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				first <- answer{resp.StatusCode, string(body)}
+			}()
+			<-st.started
+			// The deadline reaches the search.
+			if err := <-st.stopped; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the search's context ended with %v", err)
+			}
+			// Its work still runs: the slot is still held.
+			stats := rpc{body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+				session: search.session, version: search.version}
+			if stateless {
+				stats = rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+					body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
+						`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`}
+			}
+			if s := g.status(stats); s != http.StatusServiceUnavailable {
+				t.Fatalf("a request while the timed-out work runs: %d", s)
+			}
+			letGo()
+			// It is answered 503, or, when the SDK waited for the call, with
+			// the call's own unavailable error.
+			if a := <-first; a.status != http.StatusServiceUnavailable &&
+				(a.status != http.StatusOK || !strings.Contains(a.body, `unavailable`)) {
+				t.Fatalf("the timed-out request: %d %s", a.status, a.body)
+			}
+			// Once the work has returned, the slot is free again.
+			for i := 0; ; i++ {
+				s := g.status(stats)
+				if s == http.StatusOK {
+					break
+				}
+				if s != http.StatusServiceUnavailable || i == 1000 {
+					t.Fatalf("after the work returned: %d", s)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
 func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
 	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
 	if err != nil {

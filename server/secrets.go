@@ -47,15 +47,6 @@ const (
 const secretWindow = 1024
 
 var secretRules = []secretRule{
-	// A key block: the armour line and a body of base64, perhaps after
-	// "Proc-Type:"-style header lines, with real line breaks, spaces, or
-	// "\n" escapes as in a JSON service-account file; or the armour line
-	// and its END line, whatever lies between. The armour line alone, as in
-	// code that parses PEM, is not a key.
-	{kind: SecretPrivateKey, prefixes: []string{"-----BEGIN "},
-		re: regexp.MustCompile(`^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----` +
-			`(?:(?:[ \t\r\n]|\\[rn])+(?:[A-Za-z-]+:[^\n\\]*(?:\n|\\n))*(?:(?:[ \t\r\n]|\\[rn])*[A-Za-z0-9+/=]){16}` +
-			`|[\s\S]{0,900}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)`)},
 	{kind: SecretAWSAccessKey, prefixes: []string{"AKIA", "ASIA"}, notAfter: alnum,
 		re: regexp.MustCompile(`^(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`)},
 	{kind: SecretGoogleAPIKey, prefixes: []string{"AIza"}, notAfter: tokenChars,
@@ -83,6 +74,9 @@ var secretRules = []secretRule{
 
 // detectSecret returns the kind of the first secret found in s, or "".
 func detectSecret(s string) string {
+	if privateKey(s) {
+		return SecretPrivateKey
+	}
 	for i := range secretRules {
 		if secretRules[i].find(s) {
 			return secretRules[i].kind
@@ -117,6 +111,155 @@ func (r *secretRule) find(s string) bool {
 		}
 	}
 	return false
+}
+
+// privateKey reports whether s holds a key block: the armour line
+// ("-----BEGIN ... PRIVATE KEY-----", or "PRIVATE KEY BLOCK") and a body of
+// base64 (16 characters), perhaps after "Proc-Type:"-style header lines,
+// with real line breaks, spaces, or "\n" escapes as in a JSON
+// service-account file; or the armour line and its END line within 900
+// bytes, whatever lies between. The armour line alone, as in code that
+// parses PEM, is not a key.
+//
+// It is written by hand, not as an expression run at every armour line,
+// so that it stays linear on text made of armour lines: each byte is read
+// a bounded number of times. A body is looked for only up to the next
+// armour line, and the END lines are met in one pass, each checked once.
+func privateKey(s string) bool {
+	const begin, end = "-----BEGIN ", "-----END "
+	nextEnd := -1 // the start of the first valid END line at or after the cursor, once known
+	endFrom := 0  // where the search for it resumes
+	for from := 0; ; {
+		i := strings.Index(s[from:], begin)
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + len(begin)
+		armour := keyLabel(s, from)
+		if armour < 0 {
+			continue
+		}
+		limit := min(len(s), i+secretWindow)
+		if j := strings.Index(s[armour:limit], begin); j >= 0 {
+			limit = armour + j
+		}
+		if keyBody(s, armour, limit) {
+			return true
+		}
+		// An END line within 900 bytes of the armour line.
+		for nextEnd < armour {
+			j := strings.Index(s[max(endFrom, armour):], end)
+			if j < 0 {
+				nextEnd = len(s) + 1
+				break
+			}
+			j += max(endFrom, armour)
+			endFrom = j + len(end)
+			if keyLabel(s, endFrom) >= 0 {
+				nextEnd = j
+			}
+		}
+		if nextEnd <= len(s) && nextEnd-armour <= 900 {
+			return true
+		}
+	}
+}
+
+// keyLabel reads a key's armour label at p, "(WORD )*PRIVATE KEY( BLOCK)?-----",
+// and returns where it ends, or -1.
+func keyLabel(s string, p int) int {
+	q := p
+	for q < len(s) && q-p < secretWindow && (s[q] == ' ' || 'A' <= s[q] && s[q] <= 'Z' || '0' <= s[q] && s[q] <= '9') {
+		q++
+	}
+	if !strings.HasPrefix(s[q:], "-----") {
+		return -1
+	}
+	label := s[p:q]
+	var words string
+	switch {
+	case strings.HasSuffix(label, "PRIVATE KEY BLOCK"):
+		words = label[:len(label)-len("PRIVATE KEY BLOCK")]
+	case strings.HasSuffix(label, "PRIVATE KEY"):
+		words = label[:len(label)-len("PRIVATE KEY")]
+	default:
+		return -1
+	}
+	// words is (WORD )*: no leading, doubled or missing space.
+	for w := words; w != ""; {
+		sp := strings.IndexByte(w, ' ')
+		if sp <= 0 {
+			return -1
+		}
+		w = w[sp+1:]
+	}
+	return q + len("-----")
+}
+
+// keyBody reports whether s[p:limit] starts with a key's body: space, then
+// header lines ("Name: value" and a line break or "\n" escape), then 16
+// base64 characters, each perhaps after space.
+func keyBody(s string, p, limit int) bool {
+	q := skipKeySpace(s, p, limit)
+	if q == p {
+		return false
+	}
+	for p = q; ; {
+		if base64Run(s, p, limit) {
+			return true
+		}
+		// A header line.
+		n := p
+		for n < limit && (s[n] == '-' || 'A' <= s[n] && s[n] <= 'Z' || 'a' <= s[n] && s[n] <= 'z') {
+			n++
+		}
+		if n == p || n == limit || s[n] != ':' {
+			return false
+		}
+		for n++; n < limit && s[n] != '\n' && s[n] != '\\'; n++ {
+		}
+		switch {
+		case n < limit && s[n] == '\n':
+			p = n + 1
+		case n+1 < limit && s[n] == '\\' && s[n+1] == 'n':
+			p = n + 2
+		default:
+			return false
+		}
+	}
+}
+
+// skipKeySpace skips spaces, tabs, line breaks and "\r" or "\n" escapes.
+func skipKeySpace(s string, p, limit int) int {
+	for p < limit {
+		switch {
+		case s[p] == ' ' || s[p] == '\t' || s[p] == '\r' || s[p] == '\n':
+			p++
+		case s[p] == '\\' && p+1 < limit && (s[p+1] == 'r' || s[p+1] == 'n'):
+			p += 2
+		default:
+			return p
+		}
+	}
+	return p
+}
+
+// base64Run reports whether 16 base64 characters start at p, each perhaps
+// after space.
+func base64Run(s string, p, limit int) bool {
+	for range 16 {
+		p = skipKeySpace(s, p, limit)
+		if p == limit {
+			return false
+		}
+		c := s[p]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+		p++
+	}
+	return true
 }
 
 func hasDigits(s string) bool { return strings.ContainsAny(s, "0123456789") }

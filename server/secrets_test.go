@@ -1,6 +1,8 @@
 package server
 
 import (
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -102,6 +104,60 @@ func TestSecretErrorNeverEchoesTheValue(t *testing.T) {
 
 func BenchmarkDetectSecretOrdinaryText(b *testing.B) {
 	text := strings.Repeat("An ordinary note about storage engines, with code like x := a[i] and a URL https://example.com/x. ", 600)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if detectSecret(text) != "" {
+			b.Fatal("false positive")
+		}
+	}
+}
+
+// keyBlockExpression is the expression the key-block check once was; the
+// hand-written check must agree with it.
+var keyBlockExpression = regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----` +
+	`(?:(?:[ \t\r\n]|\\[rn])+(?:[A-Za-z-]+:[^\n\\]*(?:\n|\\n))*(?:(?:[ \t\r\n]|\\[rn])*[A-Za-z0-9+/=]){16}` +
+	`|[\s\S]{0,900}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)`)
+
+// The key-block check agrees with the expression on texts made of the
+// pieces of key blocks, near misses and filler.
+func TestPrivateKeyMatchesTheExpression(t *testing.T) {
+	pieces := []string{
+		"-----BEGIN PRIVATE KEY-----", "-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+		"-----BEGIN PUBLIC KEY-----", "-----BEGIN  PRIVATE KEY-----", "-----BEGIN rsa PRIVATE KEY-----",
+		"-----END PRIVATE KEY-----", "-----END EC PRIVATE KEY-----", "-----END CERTIFICATE-----", "-----END ",
+		"\n", " ", "\t", `\n`, `\r`, "\r\n", "Proc-Type: 4,ENCRYPTED\n", "DEK-Info: AES\\n", "Version: x\n",
+		"MIIEvQIBADANBg", "kqhkiG9w0BAQEF", "abc", "+/=", "-", ":", "word ", strings.Repeat("x", 300),
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := range 20000 {
+		var sb strings.Builder
+		for range 1 + rng.IntN(12) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		text := sb.String()
+		if got, want := privateKey(text), keyBlockExpression.MatchString(text); got != want {
+			t.Fatalf("text %d %q: %v, the expression says %v", n, text, got, want)
+		}
+	}
+}
+
+// The check stays linear on text made of armour lines and near misses:
+// each byte read a bounded number of times (BenchmarkDetectSecretNearMiss
+// has the figure).
+func TestPrivateKeyNearMisses(t *testing.T) {
+	for _, unit := range []string{"-----BEGIN PRIVATE KEY-----\nA:", "-----BEGIN PRIVATE KEY-----\n", "-----BEGIN PRIVATE KEY-----\n-----END "} {
+		text := strings.Repeat(unit, (64<<10)/len(unit))
+		if kind := detectSecret(text); kind != "" {
+			t.Fatalf("%q repeated: %s", unit, kind)
+		}
+	}
+}
+
+// BenchmarkDetectSecretNearMiss is 64 KiB of armour lines that never become
+// a key.
+func BenchmarkDetectSecretNearMiss(b *testing.B) {
+	text := strings.Repeat("-----BEGIN PRIVATE KEY-----\nA:", (64<<10)/30)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {

@@ -209,3 +209,51 @@ func cpuTime() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkForgetLarge forgets a merged memory of 64 KiB from a 10k store:
+// one chunk rewrite per distinct term.
+func BenchmarkForgetLarge(b *testing.B) {
+	s, _ := benchStore(b, 10000, false)
+	ctx := context.Background()
+	big := strings.Join(benchText(400), " ")[:60<<10]
+	var ids []string
+	for i := range 64 {
+		m, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprint(i, " ", big)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	for i := range 5000 { // merge them to disk
+		if _, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprint("filler ", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	start := cpuTime()
+	for b.Loop() {
+		if i == len(ids) {
+			b.StopTimer()
+			for j := range ids {
+				m, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprint(j, " ", big)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[j] = m.ID
+			}
+			for j := range 5000 {
+				if _, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprint("refill ", i, j)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			i = 0
+			b.StartTimer()
+		}
+		if err := s.Delete(ctx, ids[i], nil); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,29 +62,6 @@ func fill(t *testing.T, dir string) string {
 		}
 	}
 	return path
-}
-
-// distinctWords is a text of n words no other memory holds.
-func distinctWords(doc, n int) string {
-	var b strings.Builder
-	for j := range n {
-		b.WriteString(word(doc, j))
-		b.WriteByte(' ')
-	}
-	return b.String()
-}
-
-// word is the j-th word of distinctWords(doc, ...), letters only so that it
-// is one term.
-func word(doc, j int) string {
-	letters := func(n int) string {
-		s := []byte(strconv.Itoa(n))
-		for i, c := range s {
-			s[i] = "bcdfghjklm"[c-'0']
-		}
-		return string(s)
-	}
-	return "q" + letters(doc) + "v" + letters(j) + "x"
 }
 
 // wantCondition fails the test unless err is unavailable and names the
@@ -203,7 +179,28 @@ func TestFullDisk(t *testing.T) {
 	}
 	readAll(t, s, n)
 
+	// A new store cannot be made on the full disk, and its failed start
+	// leaves nothing that would keep it from being made later.
+	// Room for part of its first pages is the worst case.
+	if fi, err := os.Stat(filler); err != nil || os.Truncate(filler, fi.Size()-8192) != nil {
+		t.Fatal("cannot free 8 KiB")
+	}
+	other := filepath.Join(dir, "stores", "other", FileName)
+	_, err = Open(other, opts)
+	wantCondition(t, err, "the disk is full")
+	if fi, err := os.Stat(other); err == nil && fi.Size() > 0 {
+		t.Fatalf("a failed start left a file of %d bytes", fi.Size())
+	}
+
 	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(other, opts)
+	if err != nil {
+		t.Fatalf("open a new store once space is freed: %v", err)
+	}
+	put(t, o, memgate.Write{ID: "first", Text: "the first memory of a store made after the disk was full"})
+	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", n), Text: distinctWords(n, 40)})

@@ -3,8 +3,10 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/memgate/memgate"
 )
@@ -29,19 +29,6 @@ func queued(c *committer, n int) {
 		}
 		runtime.Gosched()
 	}
-}
-
-// fault reads a page that is no longer mapped, as a read of a damaged
-// file's pages beyond its end does.
-func fault(t testing.TB) byte {
-	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Munmap(b); err != nil {
-		t.Fatal(err)
-	}
-	return b[0]
 }
 
 // A write that panics, alone or with others queued behind and beside it,
@@ -116,61 +103,6 @@ func TestPanickingWriteDoesNotWedgeTheCommitter(t *testing.T) {
 				t.Fatalf("Close: %v", err)
 			}
 		})
-	}
-}
-
-// A fault inside a write marks the store damaged: the write and those
-// queued with it fail with unavailable, later calls fail at once, and Close
-// returns.
-func TestFaultInAWriteMarksTheStoreDamaged(t *testing.T) {
-	ctx := context.Background()
-	s := openTest(t)
-	put(t, s, memgate.Write{ID: "before", Text: "written before the fault"})
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		errs[0] = s.write.do(func(*txn) error {
-			<-release
-			fault(t)
-			return nil
-		})
-	}()
-	for {
-		s.write.mu.Lock()
-		leading := s.write.leading
-		s.write.mu.Unlock()
-		if leading {
-			break
-		}
-		runtime.Gosched()
-	}
-	for i := 1; i < len(errs); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _, errs[i] = s.Put(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: "queued behind a fault"})
-		}()
-	}
-	queued(s.write, len(errs)-1)
-	close(release)
-	wg.Wait()
-	if !wantDamaged(t, "faulting write", errs[0]) {
-		return
-	}
-	for i, err := range errs[1:] {
-		if err != nil {
-			wantDamaged(t, fmt.Sprint("queued write ", i+1), err)
-		}
-	}
-	_, _, err := s.Put(ctx, memgate.Write{ID: "after", Text: "a write after the fault"})
-	wantDamaged(t, "write after the fault", err)
-	_, err = s.Get(ctx, "before")
-	wantDamaged(t, "read after the fault", err)
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
 	}
 }
 
@@ -287,4 +219,149 @@ func TestDamagedStoreReleasesItsFile(t *testing.T) {
 	if _, err := s.Get(context.Background(), "m1"); err != nil {
 		t.Fatalf("Get from the restored file: %v", err)
 	}
+}
+
+// bboltPages finds, in a store file, the pages of each type the page check
+// guards (bbolt's layout: see checkPages), and the meta of the last commit.
+type bboltPages struct {
+	branch, leaf, freelist int // page ids; leaf has a bucket element
+	metaOff                int // offset of the current meta
+}
+
+func findPages(t *testing.T, b []byte) bboltPages {
+	t.Helper()
+	const ps = 4096
+	var found bboltPages
+	var txid uint64
+	for id := range 2 {
+		m := b[id*ps+pageHeader:]
+		if tx := binary.NativeEndian.Uint64(m[metaTxid:]); tx >= txid {
+			txid, found.metaOff = tx, id*ps+pageHeader
+		}
+	}
+	found.freelist = int(binary.NativeEndian.Uint64(b[found.metaOff+metaFreelist:]))
+	root := int(binary.NativeEndian.Uint64(b[found.metaOff+metaRoot:]))
+	found.leaf = root // the root bucket: a leaf of bucket elements
+	page := b[root*ps:]
+	for i := range int(binary.NativeEndian.Uint16(page[10:])) {
+		off := pageHeader + i*elementSize
+		e := page[off:]
+		pos, ksize := int(binary.NativeEndian.Uint32(e[4:])), int(binary.NativeEndian.Uint32(e[8:]))
+		broot := int(binary.NativeEndian.Uint64(page[off+pos+ksize:]))
+		if broot != 0 && binary.NativeEndian.Uint16(b[broot*ps+8:]) == branchPage {
+			found.branch = broot // a bucket of more than one page: docs
+		}
+	}
+	if binary.NativeEndian.Uint16(b[root*ps+8:]) != leafPage || found.branch == 0 ||
+		binary.NativeEndian.Uint16(b[found.freelist*ps+8:]) != freelistPage {
+		t.Fatalf("fixture layout not as expected: %+v", found)
+	}
+	return found
+}
+
+// Damage that bbolt does not panic on, but would act on, is found when the
+// store opens: a value size of gigabytes (the next write would allocate and
+// write that much), a branch page that is its own child (a read would
+// recurse until the stack runs out, which kills the process), and a page in
+// use that the freelist offers (a write would overwrite it).
+func TestOpenFindsDamageBboltWouldActOn(t *testing.T) {
+	fixture := damageFixture(t)
+	pg := findPages(t, fixture)
+	const ps = 4096
+	cases := []struct {
+		name   string
+		damage func(b []byte)
+	}{
+		{"a value of gigabytes", func(b []byte) {
+			e := b[pg.leaf*ps+pageHeader:]
+			binary.NativeEndian.PutUint32(e[12:], 1<<31) // vsize of the first element
+		}},
+		{"a key past its page", func(b []byte) {
+			e := b[pg.branch*ps+pageHeader:]
+			binary.NativeEndian.PutUint32(e[4:], ps) // ksize of the first element
+		}},
+		{"a branch page that is its own child", func(b []byte) {
+			e := b[pg.branch*ps+pageHeader:]
+			binary.NativeEndian.PutUint64(e[8:], uint64(pg.branch))
+		}},
+		{"a child past the end of the data", func(b []byte) {
+			e := b[pg.branch*ps+pageHeader:]
+			binary.NativeEndian.PutUint64(e[8:], 1<<40)
+		}},
+		{"a page in use on the freelist", func(b []byte) {
+			p := b[pg.freelist*ps:]
+			n := binary.NativeEndian.Uint16(p[10:])
+			binary.NativeEndian.PutUint64(p[pageHeader+8*int(n):], uint64(pg.branch))
+			binary.NativeEndian.PutUint16(p[10:], n+1)
+		}},
+		{"a root page of the wrong type", func(b []byte) {
+			binary.NativeEndian.PutUint16(b[pg.leaf*ps+8:], freelistPage)
+		}},
+		{"an overflow past the end of the data", func(b []byte) {
+			binary.NativeEndian.PutUint32(b[pg.branch*ps+12:], 1<<20)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := bytes.Clone(fixture)
+			c.damage(b)
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(path, Options{NoSync: true})
+			if err == nil {
+				s.Close()
+			}
+			wantDamaged(t, "Open", err)
+		})
+	}
+	// The undamaged fixture passes the same check.
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, fixture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("Open of the undamaged file: %v", err)
+	}
+	s.Close()
+}
+
+// BenchmarkOpenChecked opens a store of 50,000 memories (about 24 MB) and
+// closes it: the cost of the page check at open, against BenchmarkOpenClose.
+func BenchmarkOpenChecked(b *testing.B) {
+	s, _ := benchStore(b, 50000, false)
+	path := s.Path()
+	s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A file cut short while its store is open fails a backup as damage.
+func TestBackupOfAFileCutShortIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, damageFixture(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Truncate(path, 3*4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Backup(context.Background(), io.Discard)
+	wantDamaged(t, "Backup", err)
+	_, err = s.Get(context.Background(), "m1")
+	wantDamaged(t, "Get after the damage was found", err)
 }

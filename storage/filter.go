@@ -89,14 +89,6 @@ func (d direction) before(a, b uint64) bool {
 	return a < b
 }
 
-// next is the first target after doc in the walk's order.
-func (d direction) next(doc uint64) uint64 {
-	if d == descending {
-		return doc - 1 // doc 1 gives 0, the end
-	}
-	return doc + 1
-}
-
 // postingIter walks one term's list in a snapshot: the merged chunks on
 // disk, then the tail's postings (all above the last merged one).
 type postingIter struct {

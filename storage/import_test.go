@@ -233,3 +233,40 @@ func TestImportKeepsTheNewestLineOfAnID(t *testing.T) {
 		t.Fatalf("skip kept %q, report %+v (%v)", m.Text, rep, err)
 	}
 }
+
+// ListQuery.Take ends a page before the memory it refuses, on every path a
+// listing takes (plain or narrowed, in update or creation order), with a
+// cursor that starts the next page at that memory.
+func TestListTakeEndsThePage(t *testing.T) {
+	s := clockStore(t)
+	ctx := context.Background()
+	for i := range 20 {
+		put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: fmt.Sprint("take ", i), Tags: []string{"x"}})
+	}
+	for _, q := range []memgate.ListQuery{
+		{}, {Order: memgate.OrderCreatedAsc}, {Order: memgate.OrderCreatedDesc},
+		{Tags: []string{"x"}}, {Tags: []string{"x"}, Order: memgate.OrderCreatedAsc}, {Tags: []string{"x"}, Order: memgate.OrderCreatedDesc},
+	} {
+		name := fmt.Sprintf("%s tags %v", q.Order, q.Tags)
+		q.Limit = 100
+		all, err := s.List(ctx, q)
+		if err != nil || len(all.Memories) != 20 {
+			t.Fatalf("%s: %d %v", name, len(all.Memories), err)
+		}
+		for _, stop := range []int{0, 1, 5, 19} {
+			q := q
+			asked := 0
+			q.Take = func(i int, m memgate.Memory) bool { asked++; return i < stop }
+			page, err := s.List(ctx, q)
+			want := max(stop, 1) // the first always joins
+			if err != nil || len(page.Memories) != want || page.NextCursor == "" || asked != want+1 {
+				t.Fatalf("%s, stop at %d: %d memories, cursor %q, asked %d (%v)", name, stop, len(page.Memories), page.NextCursor, asked, err)
+			}
+			q.Take, q.Cursor = nil, page.NextCursor
+			rest, err := s.List(ctx, q)
+			if err != nil || len(rest.Memories) != 20-want || rest.Memories[0].ID != all.Memories[want].ID {
+				t.Fatalf("%s, stop at %d: the next page has %d memories (%v)", name, stop, len(rest.Memories), err)
+			}
+		}
+	}
+}

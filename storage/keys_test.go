@@ -3,13 +3,18 @@ package storage
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"math/rand"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/quick"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/memgate/memgate"
 )
@@ -158,5 +163,40 @@ func TestPlainKeysKeepTheirFormUpToTheBound(t *testing.T) {
 	// The largest chunk key of an unhashed term is exactly bbolt's limit.
 	if got := len(chunkKey(ps.key(kindMeta, strings.Repeat("a", maxPlainContent)), 1)); got != bolt.MaxKeySize {
 		t.Errorf("largest chunk key = %d bytes, want %d", got, bolt.MaxKeySize)
+	}
+}
+
+// StoreError names a full disk and a read-only filesystem, wherever they
+// are in the chain, and leaves every other error as memgate.Wrap makes it.
+func TestStoreErrorNamesTheCondition(t *testing.T) {
+	path := &fs.PathError{Op: "write", Path: "/somewhere/memgate.db", Err: syscall.ENOSPC}
+	for _, c := range []struct {
+		err       error
+		code      memgate.Code
+		condition string
+	}{
+		{path, memgate.CodeUnavailable, "the disk is full"},
+		{memgate.Internal("storage.merge", path), memgate.CodeUnavailable, "the disk is full"},
+		{fmt.Errorf("commit: %w", syscall.EDQUOT), memgate.CodeUnavailable, "the disk quota is exhausted"},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EROFS}, memgate.CodeUnavailable, "the filesystem is read-only"},
+		{berrors.ErrDatabaseReadOnly, memgate.CodeUnavailable, "the filesystem is read-only"},
+		{errors.New("something else"), memgate.CodeInternal, ""},
+		{errNotFound, memgate.CodeNotFound, ""},
+	} {
+		err := StoreError("storage.test", c.err)
+		if got := memgate.ErrorCode(err); got != c.code {
+			t.Fatalf("StoreError(%v) has code %s, want %s", c.err, got, c.code)
+		}
+		var e *memgate.Error
+		errors.As(err, &e)
+		if !strings.Contains(e.Message, c.condition) || strings.Contains(e.Message, "somewhere") {
+			t.Fatalf("StoreError(%v) says %q", c.err, e.Message)
+		}
+		if c.code == memgate.CodeUnavailable && !errors.Is(err, c.err) {
+			t.Fatalf("StoreError(%v) lost its cause", c.err)
+		}
+	}
+	if StoreError("storage.test", nil) != nil {
+		t.Fatal("StoreError(nil) is not nil")
 	}
 }

@@ -185,6 +185,10 @@ func (w *postingsWriter) remove(term []byte, doc uint64) error {
 		return nil
 	}
 	ps = slices.Delete(ps, i, i+1)
+	if len(ps) > 0 && i > 0 {
+		// The chunk keeps its first document, so its key.
+		return w.b.Put(key, w.seal.seal(bucketPostings, key, encodeChunk(ps)))
+	}
 	if err := w.b.Delete(key); err != nil {
 		return err
 	}

@@ -207,8 +207,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err != nil {
 				return err
 			}
-			// The first memory joins the page whatever Take says.
-			if n := len(page.Memories); q.Take != nil && !q.Take(n, m) && n > 0 {
+			if !fits(q.Take, &page, m) {
 				page.NextCursor = encodeCursor(order, lastPos)
 				return nil
 			}
@@ -221,6 +220,13 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		return memgate.Page{}, memgate.AsError(op, err)
 	}
 	return page, nil
+}
+
+// fits asks ListQuery.Take whether m joins page; the first memory of a page
+// always does.
+func fits(take func(int, memgate.Memory) bool, page *memgate.Page, m memgate.Memory) bool {
+	n := len(page.Memories)
+	return take == nil || take(n, m) || n == 0
 }
 
 // first positions c at the first key strictly after `after` in the walking
@@ -277,7 +283,7 @@ func (d docSet) has(doc uint64) bool {
 // their records, more are met walking the creation index, tested against
 // the gathered set or, past gatherMax, by probing the lists, where a page
 // fills in about limit × memories / gatherMax steps.
-const (
+var (
 	gatherMax = 4096
 	byRecord  = 256
 )
@@ -313,7 +319,7 @@ func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[strin
 		if err != nil {
 			return err
 		}
-		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+		if !fits(take, page, m) {
 			page.NextCursor = encodeCursor(cursorUpdated, u64(last))
 			return nil
 		}
@@ -364,7 +370,7 @@ func (s *Store) listFew(t *txn, set docSet, desc bool, after []byte, limit int, 
 		if err != nil {
 			return err
 		}
-		if n := len(page.Memories); take != nil && !take(n, m) && n > 0 {
+		if !fits(take, page, m) {
 			page.NextCursor = encodeCursor(order, lastPos)
 			return nil
 		}
@@ -403,7 +409,7 @@ func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narr
 		if doc == ascending.end() {
 			return narrowing{set: set}, nil
 		}
-		if len(set) == gatherMax {
+		if len(set) == gatherMax || dense(len(set), doc, v.seq, gatherMax) {
 			break
 		}
 		set = append(set, doc)

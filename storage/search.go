@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -69,7 +70,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		var ranked []search.Scored
 		switch {
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, tags, mode, q.Filter, limit)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -96,23 +97,31 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	return res, nil
 }
 
-// queryTerms analyses a query like a document and keeps its distinct terms.
+// queryTerms analyses a query like a document and keeps its first
+// maxQueryTerms distinct terms. It analyses the text a piece at a time
+// (pieces end at white space, where no word spans) and stops once it has
+// them, so a long query (a 64 KiB topic) costs its first words, not its
+// length.
 func queryTerms(text string) []string {
-	all := search.Terms(text)
-	out := all[:0]
-	for _, t := range all {
-		if len(out) == maxQueryTerms {
-			break
-		}
-		dup := false
-		for _, o := range out {
-			if o == t {
-				dup = true
-				break
+	const piece = 1024
+	out := make([]string, 0, maxQueryTerms)
+	var buf []string
+	for text != "" && len(out) < maxQueryTerms {
+		n := len(text)
+		if n > piece {
+			if i := strings.IndexAny(text[piece:], " \t\r\n"); i >= 0 {
+				n = piece + i
 			}
 		}
-		if !dup {
-			out = append(out, t)
+		buf = search.AppendTerms(buf[:0], text[:n])
+		text = text[n:]
+		for _, t := range buf {
+			if len(out) == maxQueryTerms {
+				break
+			}
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
 		}
 	}
 	return out
@@ -129,7 +138,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string, mode string, md map[string]any, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -144,6 +153,11 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 		return nil, 0, nil
 	}
 	avgLen := float64(total) / float64(n)
+	if f == nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, avgLen); ok || err != nil {
+			return top, candidates, err
+		}
+	}
 	lists := make([]*postingIter, 0, len(terms))
 	dfs := make([]int, 0, len(terms))
 	cost := 0
@@ -166,12 +180,13 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 	if len(lists) == 0 {
 		return nil, 0, nil
 	}
-	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit)}
+	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
+		probe: func() (*filter, error) { return s.newFilter(v, w, tags, mode, md, ascending, false) }}
 	for i, df := range dfs {
 		r.idf[i] = search.DefaultBM25.IDF(df, n)
 	}
 	if f != nil {
-		ended, err := r.gather(max(limit, cost/len(lists)))
+		ended, err := r.gather(max(limit, cost/len(lists)), v.seq)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -193,9 +208,11 @@ type ranking struct {
 	idf        []float64
 	avgLen     float64
 	f          *filter
-	gathered   []uint64 // the filter's first documents, in order
-	ended      bool     // gathered holds all of them
+	probe      func() (*filter, error) // a fresh filter, to probe
+	gathered   []uint64                // the filter's first documents, in order
+	ended      bool                    // gathered holds all of them
 	top        *search.TopK
+	limit      int
 	candidates int
 }
 
@@ -205,7 +222,7 @@ func (r *ranking) score(i int, p posting) float64 {
 
 // gather walks the filter for up to max documents; it reports whether the
 // filter ended first.
-func (r *ranking) gather(max int) (bool, error) {
+func (r *ranking) gather(max int, seq uint64) (bool, error) {
 	for target := uint64(0); ; {
 		doc, err := r.f.next(target)
 		if err != nil {
@@ -215,12 +232,20 @@ func (r *ranking) gather(max int) (bool, error) {
 			r.ended = true
 			return true, nil
 		}
-		if len(r.gathered) == max {
+		if len(r.gathered) == max || dense(len(r.gathered), doc, seq, max) {
 			return false, nil
 		}
 		r.gathered = append(r.gathered, doc)
 		target = doc + 1
 	}
+}
+
+// dense reports, from the first n documents of a walk in document order
+// (the last of them doc, of documents up to seq), whether the walk will
+// clearly yield more than max: at the rate so far it would yield four times
+// as many. A narrowing most memories pass is then not gathered at all.
+func dense(n int, doc, seq uint64, max int) bool {
+	return n >= 64 && n%64 == 0 && doc > 0 && float64(n)*float64(seq)/float64(doc) > 4*float64(max)
 }
 
 // byDocument scores the documents of docs (nil: every document of the
@@ -273,7 +298,63 @@ func (r *ranking) byDocument(docs []uint64) error {
 	}
 }
 
-var scorePool = sync.Pool{New: func() any { return new([]float64) }}
+// maxScoreArray bounds the array of scores by document (8 bytes each), so
+// that no counter, however large, makes a search allocate more than 32 MiB.
+const maxScoreArray = 1 << 22
+
+var (
+	scorePool   = sync.Pool{New: func() any { return new([]float64) }}
+	postingPool = sync.Pool{New: func() any { return new([]posting) }}
+)
+
+// rankWhole is rank without a narrowing: each term's list is read whole,
+// once (its length is its document frequency), and scored into an array by
+// document, in query order. It declines (false) when the store's document
+// numbers are too sparse for an array.
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen float64) ([]search.Scored, int, bool, error) {
+	hi := v.seq
+	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
+		return nil, 0, false, nil
+	}
+	buf := scorePool.Get().(*[]float64)
+	defer scorePool.Put(buf)
+	if cap(*buf) < int(hi)+1 {
+		*buf = make([]float64, hi+1)
+	}
+	acc := (*buf)[:hi+1]
+	clear(acc)
+	pbuf := postingPool.Get().(*[]posting)
+	defer postingPool.Put(pbuf)
+	for _, term := range terms {
+		if err := stopped(w.ctx); err != nil {
+			return nil, 0, false, err
+		}
+		ps, err := v.list(s.seal.key(kindWord, term), (*pbuf)[:0])
+		*pbuf = ps
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		idf := search.DefaultBM25.IDF(len(ps), n)
+		for _, p := range ps {
+			if p.doc > hi {
+				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
+			}
+			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
+		}
+	}
+	top := search.NewTopK(limit)
+	candidates := 0
+	for doc, x := range acc {
+		if x != 0 {
+			candidates++
+			top.Push(uint64(doc), x)
+		}
+	}
+	return top.Sorted(), candidates, true, nil
+}
 
 // byTerm reads the terms' lists whole, in query order, adding each
 // posting's score to an array indexed by document (the same sums, in the
@@ -287,7 +368,7 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 		lo = min(lo, l.cur)
 	}
 	hi := v.seq
-	if hi < lo || hi-lo >= uint64(8*n+65536) {
+	if hi < lo || hi-lo >= uint64(8*n+65536) || hi-lo >= maxScoreArray {
 		return false, nil
 	}
 	buf := scorePool.Get().(*[]float64)
@@ -305,12 +386,29 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 				ps = l.chunk
 			}
 			for _, p := range ps[l.i:] {
+				if p.doc < lo || p.doc > hi {
+					return false, errBadRecord // a posting past the snapshot: a damaged list
+				}
 				acc[p.doc-lo] += r.score(i, p)
 			}
 			l.i = len(ps) - 1
 			if err := l.seek(ps[l.i].doc + 1); err != nil {
 				return false, err
 			}
+		}
+	}
+	if r.f != nil {
+		// A narrowing most documents pass: the best few candidates, probed
+		// best first, give the answer without walking the filter over every
+		// candidate; when too few of them pass, the walk below does.
+		for _, x := range acc {
+			if x != 0 {
+				r.candidates++
+			}
+		}
+		done, err := r.probeBest(acc, lo)
+		if err != nil || done {
+			return true, err
 		}
 	}
 	g := 0 // the next gathered document
@@ -342,8 +440,47 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 				}
 			}
 		}
-		r.candidates++
+		if r.f == nil {
+			r.candidates++
+		}
 		r.top.Push(doc, acc[j])
+	}
+	return true, nil
+}
+
+// probeBest checks the best few times limit of the scored documents against
+// the narrowing, best first, and keeps them if limit of them pass (or all
+// the scored do): true when that answered the search.
+func (r *ranking) probeBest(acc []float64, lo uint64) (bool, error) {
+	limit, n := r.limit, 4*r.limit+16
+	few := search.NewTopK(n)
+	for j, x := range acc {
+		if x != 0 {
+			few.Push(lo+uint64(j), x)
+		}
+	}
+	best := few.Sorted()
+	probe, err := r.probe()
+	if err != nil {
+		return false, err
+	}
+	var kept []search.Scored
+	for _, sc := range best {
+		ok, err := probe.has(sc.Doc)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if kept = append(kept, sc); len(kept) == limit {
+				break
+			}
+		}
+	}
+	if len(kept) < limit && len(best) == n {
+		return false, nil // too few passed: walk
+	}
+	for _, sc := range kept {
+		r.top.Push(sc.Doc, sc.Score)
 	}
 	return true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/search"
 )
 
 func ids(hits []memgate.Hit) []string {
@@ -492,5 +493,28 @@ func narrowingMatchesBruteForce(t *testing.T) {
 				t.Fatalf("query %d: hits out of order at %d", q, i)
 			}
 		}
+	}
+}
+
+// A query's terms are its first maxQueryTerms distinct ones, however long
+// the text, and the same whether it is analysed whole or in pieces.
+func TestQueryTermsAreTheFirstDistinct(t *testing.T) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 64<<10; i++ {
+		fmt.Fprintf(&sb, "word%d Repeated\tidentifier_%d\n", i%50, i)
+	}
+	text := sb.String()
+	got := queryTerms(text)
+	var want []string
+	for _, term := range search.Terms(text) {
+		if len(want) < maxQueryTerms && !slices.Contains(want, term) {
+			want = append(want, term)
+		}
+	}
+	if !slices.Equal(got, want) || len(got) != maxQueryTerms {
+		t.Fatalf("terms %d %v, want %d %v", len(got), got, len(want), want)
+	}
+	if got := queryTerms("alpha beta alpha"); !slices.Equal(got, search.Terms("alpha beta")) {
+		t.Fatalf("short query: %v", got)
 	}
 }

@@ -151,6 +151,10 @@ func Open(path string, opts Options) (*Store, error) {
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
 	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if err := s.checkFile(); err != nil {
+		s.closeBolt()
+		return nil, err
+	}
 	if err := s.init(); err != nil {
 		s.closeBolt()
 		return nil, StoreError(op, err)
@@ -188,7 +192,7 @@ func (s *Store) mergeDue() bool {
 	case !over:
 		return false
 	case n > share || largest == s:
-		return true
+		return n > 0
 	}
 	largest.askMerge()
 	return false
@@ -231,6 +235,13 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 			// writes fail with the filesystem's condition (StoreError).
 			bo.ReadOnly = true
 			db, err = bolt.Open(path, 0o600, bo)
+		}
+		if err != nil && errors.Is(statErr, fs.ErrNotExist) && diskFull(err) {
+			// bbolt wrote part of a new file's first pages: left there,
+			// they would be a damaged store at the next open.
+			if fi, serr := os.Stat(path); serr == nil && fi.Size() < 4*int64(os.Getpagesize()) {
+				os.Remove(path)
+			}
 		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
@@ -420,6 +431,11 @@ func (s *Store) addCounter(meta *bolt.Bucket, key []byte, delta int64) error {
 		return err
 	}
 	return s.setCounter(meta, key, uint64(int64(v)+delta))
+}
+
+// diskFull reports whether err is a full disk or an exhausted quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // StoreError is the one place a failure of a store's file (or of its

@@ -10,11 +10,13 @@ import (
 // last merge — the documents numbered above meta's merged mark. A write adds
 // its postings to the tail only, touching a handful of pages on disk (the
 // record, its id, its creation key, the counters) instead of one posting
-// chunk per distinct term. When the tail has gathered mergeEvery documents,
-// the committer merges it into the postings bucket in one transaction, one
-// chunk append per term, and starts an empty tail. At open, the tail is
-// rebuilt from the records above the merged mark: the most recent documents,
-// at the end of the docs bucket, at most mergeEvery of them.
+// chunk per distinct term. When the tail has gathered MergeEvery documents
+// or MergeBytes of memory (or its share of a TailBudget), the committer
+// merges it into the postings bucket (see merge), one chunk append per
+// term, and starts an empty tail. At open, the tail is rebuilt from the
+// records above the merged mark: the most recent documents, at the end of
+// the docs bucket, at most MergeEvery of them unless a merge was due or
+// could not finish.
 //
 // Readers see exactly their snapshot. The tail is changed just before a
 // commit, so no reader can miss a committed document; a reader ignores

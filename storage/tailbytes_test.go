@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,29 @@ import (
 
 	"github.com/memgate/memgate"
 )
+
+// distinctWords is a text of n words no other memory holds.
+func distinctWords(doc, n int) string {
+	var b strings.Builder
+	for j := range n {
+		b.WriteString(word(doc, j))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// word is the j-th word of distinctWords(doc, ...), letters only so that it
+// is one term.
+func word(doc, j int) string {
+	letters := func(n int) string {
+		s := []byte(strconv.Itoa(n))
+		for i, c := range s {
+			s[i] = "bcdfghjklm"[c-'0']
+		}
+		return string(s)
+	}
+	return "q" + letters(doc) + "v" + letters(j) + "x"
+}
 
 // bigWords is a text of about size bytes of words no other memory holds.
 func bigWords(doc, size int) string {
@@ -68,11 +92,11 @@ func TestTailBytesCountTermsAndPostings(t *testing.T) {
 // Writes of many distinct words merge the tail by bytes, long before its
 // number of documents would, and the tail stays under its bound.
 func TestTailBoundedByBytes(t *testing.T) {
-	const bound = 512 << 10
+	const bound = 256 << 10
 	s := openTest(t, func(o *Options) { o.MergeEvery = 1 << 20; o.MergeBytes = bound })
 	var peak int64
-	for i := range 100 {
-		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 8000)})
+	for i := range 60 {
+		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 6000)})
 		peak = max(peak, s.tail.Load().bytes.Load())
 		if peak >= bound {
 			t.Fatalf("after write %d the tail holds %d bytes, bound %d", i, peak, bound)
@@ -82,7 +106,7 @@ func TestTailBoundedByBytes(t *testing.T) {
 	if merged == 0 {
 		t.Fatal("no merge happened")
 	}
-	if n := s.tail.Load().len(); n >= 100 {
+	if n := s.tail.Load().len(); n >= 60 {
 		t.Fatalf("tail holds %d documents", n)
 	}
 	// A merge by bytes loses nothing.
@@ -112,7 +136,7 @@ func TestTailBytesBoundIsExact(t *testing.T) {
 // over its share merges, and an idle store holding most of the budget is
 // asked to merge by the store that writes.
 func TestTailBudgetShared(t *testing.T) {
-	const limit = 1 << 20
+	const limit = 512 << 10
 	budget := NewTailBudget(limit)
 	dir := t.TempDir()
 	open := func(name string) *Store {
@@ -125,7 +149,7 @@ func TestTailBudgetShared(t *testing.T) {
 	idle, busy := open("idle"), open("busy")
 	// The idle store takes 3/4 of the budget, more than its half.
 	for i := 0; idle.tail.Load().bytes.Load() < limit*3/4; i++ {
-		put(t, idle, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 4000)})
+		put(t, idle, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 3000)})
 	}
 	if budget.Used() != idle.tail.Load().bytes.Load() {
 		t.Fatalf("budget used %d, the only tail holds %d", budget.Used(), idle.tail.Load().bytes.Load())
@@ -136,7 +160,7 @@ func TestTailBudgetShared(t *testing.T) {
 	// The busy store writes until the budget is passed: it is within its
 	// share, so it asks the idle store to merge.
 	for i := 0; mergedMark(t, idle) == 0 && i < 200; i++ {
-		put(t, busy, memgate.Write{ID: fmt.Sprintf("b%04d", i), Text: bigWords(10000+i, 4000)})
+		put(t, busy, memgate.Write{ID: fmt.Sprintf("b%04d", i), Text: bigWords(10000+i, 3000)})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for mergedMark(t, idle) == 0 && time.Now().Before(deadline) {
@@ -146,8 +170,8 @@ func TestTailBudgetShared(t *testing.T) {
 		t.Fatal("the idle store over its share never merged")
 	}
 	// The busy store goes on; it merges once it holds more than its share.
-	for i := 200; i < 400; i++ {
-		put(t, busy, memgate.Write{ID: fmt.Sprintf("b%04d", i), Text: bigWords(10000+i, 4000)})
+	for i := 200; i < 300; i++ {
+		put(t, busy, memgate.Write{ID: fmt.Sprintf("b%04d", i), Text: bigWords(10000+i, 3000)})
 		if n := busy.tail.Load().bytes.Load(); n > limit {
 			t.Fatalf("the busy store's tail holds %d bytes, the whole budget is %d", n, limit)
 		}

@@ -265,3 +265,97 @@ func TestFailedOpenIsRememberedBriefly(t *testing.T) {
 		}
 	})
 }
+
+func TestDamagedFileIsOpenedAgainOnlyOnceChanged(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "stores", "ns", storage.FileName)
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var opens atomic.Int64
+	withOpen(t, func(path string, opts storage.Options) (*storage.Store, error) {
+		opens.Add(1)
+		if b, err := os.ReadFile(path); err == nil && string(b) == "not a store" || err == nil && string(b) == "still not one" {
+			return nil, &memgate.Error{Code: memgate.CodeUnavailable, Message: "damaged", Cause: storage.ErrDamaged}
+		}
+		return storage.Open(path, opts)
+	})
+	// Every lease comes after the retry interval.
+	p := newPool(t, Options{Dir: dir, RetryOpenAfter: time.Nanosecond})
+	ctx := context.Background()
+	for range 5 {
+		if _, _, err := p.Lease(ctx, "ns"); !errors.Is(err, storage.ErrDamaged) {
+			t.Fatalf("lease: %v", err)
+		}
+	}
+	if n := opens.Load(); n != 1 {
+		t.Fatalf("an unchanged damaged file was opened %d times, want 1", n)
+	}
+	// A read lease of it fails too: the file is there.
+	if _, _, err := p.LeaseRead(ctx, "ns"); !errors.Is(err, storage.ErrDamaged) {
+		t.Fatalf("read lease: %v", err)
+	}
+	// Changed in place: opened again (and still damaged).
+	if err := os.WriteFile(file, []byte("still not one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Lease(ctx, "ns"); !errors.Is(err, storage.ErrDamaged) || opens.Load() != 2 {
+		t.Fatalf("after a change: %v, %d opens", err, opens.Load())
+	}
+	// Replaced by a good store (a restored backup): served.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	good, err := storage.Open(file, storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.Close()
+	s, release, err := p.Lease(ctx, "ns")
+	if err != nil {
+		t.Fatalf("after the restore: %v", err)
+	}
+	if _, err := s.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release()
+}
+
+func TestCloseDoesNotWaitForAHungOpenPastItsContext(t *testing.T) {
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	withOpen(t, func(path string, opts storage.Options) (*storage.Store, error) {
+		close(entered)
+		<-gate
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Message: "never mind"}
+	})
+	p, err := NewPool(Options{Dir: t.TempDir(), Store: storage.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := make(chan error, 1)
+	go func() {
+		_, _, err := p.Lease(context.Background(), "hung")
+		leased <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the grace is over
+	done := make(chan error, 1)
+	go func() { done <- p.Close(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "still opening") {
+			t.Fatalf("close: %v, want the open still running named", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Pool.Close waited for an open that does not end")
+	}
+	close(gate)
+	if err := <-leased; memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("the hung lease: %v", err)
+	}
+}

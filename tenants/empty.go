@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"path/filepath"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -48,19 +47,18 @@ func (p *Pool) LeaseRead(ctx context.Context, ns memgate.Namespace) (Store, func
 	return s, release, nil
 }
 
-// exists reports whether ns has a store: open, opening, closing, remembered
-// as failed, or a file on disk. Anything but a file that is plainly not
-// there counts as one, so that its errors reach the caller.
+// exists reports whether ns has a store: open, opening, closing, or a file
+// on disk. Anything but a file that is plainly not there counts as one, so
+// that its errors reach the caller.
 func (p *Pool) exists(ns memgate.Namespace) bool {
 	p.mu.Lock()
 	_, open := p.lru.Peek(ns)
 	_, closing := p.closing[ns]
-	_, failed := p.failed[ns]
 	p.mu.Unlock()
-	if open || closing || failed {
+	if open || closing {
 		return true
 	}
-	_, err := p.root.Lstat(filepath.Join(string(ns), storage.FileName))
+	_, err := p.root.Lstat(p.storeFile(ns))
 	return !errors.Is(err, fs.ErrNotExist)
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,10 +41,28 @@ type Options struct {
 	// RetryOpenAfter is how long a failed open is remembered: until then,
 	// leases of that namespace fail at once with the same error instead of
 	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
-	// another process is never remembered (its wait is bounded already),
-	// and an open that panicked is remembered until the pool closes.
+	// another process is never remembered (its wait is bounded already). A
+	// damaged file (an open that panicked, or storage.ErrDamaged) is
+	// remembered for as long as the file stays as it was: once the interval
+	// has passed, the file is opened again only if it has been replaced or
+	// changed (restored from a backup).
 	RetryOpenAfter time.Duration
+	// Project, when set, binds the store of its namespace to its folder:
+	// the store records the folder's path hash in ProjectFile when it is
+	// first opened, and a store that records another folder's is refused,
+	// by NewPool and by every open, with errProjectTaken.
+	Project *ProjectBinding
 }
+
+// ProjectFile is the file, in a project namespace's store folder, that
+// holds the hex SHA-256 of the absolute path of the folder it belongs to.
+const ProjectFile = "project"
+
+var errProjectTaken = &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "tenants.project",
+	Details: map[string]any{"field": "project-dir"},
+	Message: "this project's namespace already holds the store of another folder, whose name differs from " +
+		"this one's only in case, punctuation or past 55 bytes; rename one of the folders, or give this one " +
+		"a namespace of its own with --namespace-strategy fixed --namespace NAME"}
 
 // DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
 const DefaultRetryOpenAfter = time.Second
@@ -82,11 +101,12 @@ type entry struct {
 	lastUsed time.Time
 }
 
-// failure is a failed open: its error, until when it is remembered (zero:
-// for the pool's life).
+// failure is a failed open: its error, until when it is remembered, and,
+// for a damaged file, the file as it was then.
 type failure struct {
 	err   error
 	until time.Time
+	file  fs.FileInfo
 }
 
 var (
@@ -138,6 +158,12 @@ func NewPool(opts Options) (*Pool, error) {
 		root.Close()
 		return nil, memgate.Internal(op, err)
 	}
+	if opts.Project != nil {
+		if err := p.checkProject(opts.Project.Namespace, false); err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
 	if opts.IdleTimeout > 0 {
 		p.reaper.Go(p.reap)
 	}
@@ -162,11 +188,29 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			return nil, nil, false, errPoolClosed
 		}
 		if f, ok := p.failed[ns]; ok {
-			if f.until.IsZero() || time.Now().Before(f.until) {
+			if time.Now().Before(f.until) {
 				p.mu.Unlock()
 				return nil, nil, false, f.err
 			}
-			delete(p.failed, ns)
+			if f.file == nil {
+				delete(p.failed, ns)
+			} else {
+				// A damaged file is opened again only once it has changed.
+				p.mu.Unlock()
+				same := p.unchanged(ns, f.file)
+				p.mu.Lock()
+				if cur, ok := p.failed[ns]; ok && cur.err == f.err {
+					if same {
+						cur.until = time.Now().Add(p.opts.RetryOpenAfter)
+						p.failed[ns] = cur
+						p.mu.Unlock()
+						return nil, nil, false, f.err
+					}
+					delete(p.failed, ns)
+				}
+				p.mu.Unlock()
+				continue
+			}
 		}
 		if done, ok := p.closing[ns]; ok {
 			// Its file is still open: wait for the close, then open it again.
@@ -216,12 +260,16 @@ func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 		e.store, panicked, e.err = p.openRecovered(ns)
 		p.m.openLatency.Record(ctx, time.Since(start).Seconds())
 		if e.err != nil {
+			var file fs.FileInfo
+			if panicked || errors.Is(e.err, storage.ErrDamaged) {
+				file, _ = p.root.Lstat(p.storeFile(ns))
+			}
 			p.mu.Lock()
 			if cur, ok := p.lru.Peek(ns); ok && cur == e {
 				p.lru.Remove(ns)
 			}
 			e.leases--
-			p.remember(ns, e.err, panicked)
+			p.remember(ns, e.err, file)
 			p.mu.Unlock()
 			close(e.ready)
 			return nil, nil, false, e.err
@@ -262,20 +310,17 @@ func errDamaged(cause error) error {
 }
 
 // remember keeps a failed open of ns, so that the leases that follow fail
-// at once: for the pool's life after a panic, for RetryOpenAfter after an
-// error, never for a lock held by another process. Called with p.mu held.
-func (p *Pool) remember(ns memgate.Namespace, err error, panicked bool) {
-	if !panicked && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
+// at once: for RetryOpenAfter, and for a damaged file (file, as it is now:
+// nil for other failures) as long as it stays unchanged; never for a lock
+// held by another process. Called with p.mu held.
+func (p *Pool) remember(ns memgate.Namespace, err error, file fs.FileInfo) {
+	if file == nil && memgate.ErrorCode(err) == memgate.CodeStoreLocked {
 		return
 	}
-	f := failure{err: err}
-	if !panicked {
-		f.until = time.Now().Add(p.opts.RetryOpenAfter)
-	}
+	now := time.Now()
 	if len(p.failed) >= maxFailed {
-		now := time.Now()
 		for k, old := range p.failed {
-			if !old.until.IsZero() && !now.Before(old.until) {
+			if old.file == nil && !now.Before(old.until) {
 				delete(p.failed, k)
 			}
 		}
@@ -283,7 +328,19 @@ func (p *Pool) remember(ns memgate.Namespace, err error, panicked bool) {
 			return
 		}
 	}
-	p.failed[ns] = f
+	p.failed[ns] = failure{err: err, until: now.Add(p.opts.RetryOpenAfter), file: file}
+}
+
+// storeFile is the path of ns's store file inside the stores folder.
+func (p *Pool) storeFile(ns memgate.Namespace) string {
+	return filepath.Join(string(ns), storage.FileName)
+}
+
+// unchanged reports whether ns's store file is still the file it was: the
+// same file, of the same size and modification time.
+func (p *Pool) unchanged(ns memgate.Namespace, was fs.FileInfo) bool {
+	fi, err := p.root.Lstat(p.storeFile(ns))
+	return err == nil && os.SameFile(fi, was) && fi.Size() == was.Size() && fi.ModTime().Equal(was.ModTime())
 }
 
 // oldestIdle returns the least recently used store nobody leases; nil when
@@ -334,7 +391,45 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	// does not open.
 	opts := p.opts.Store
 	opts.Binding = name
-	return openStore(filepath.Join(p.stores, file), opts)
+	s, err := openStore(filepath.Join(p.stores, file), opts)
+	if err != nil {
+		return nil, err
+	}
+	// Checked once the store is open, and so locked: two processes whose
+	// folders share a namespace cannot both find the record missing.
+	if err := p.checkProject(ns, true); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkProject refuses the store of ns when it is the project's namespace
+// and its folder records another folder's path hash. When the record is
+// missing and write is set, it writes the project's.
+func (p *Pool) checkProject(ns memgate.Namespace, write bool) error {
+	const op = "tenants.project"
+	b := p.opts.Project
+	if b == nil || ns != b.Namespace {
+		return nil
+	}
+	name := filepath.Join(string(ns), ProjectFile)
+	data, err := p.root.ReadFile(name)
+	switch {
+	case err == nil:
+		if strings.TrimSpace(string(data)) != b.PathHash {
+			return errProjectTaken
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return memgate.Internal(op, err)
+	case !write:
+		return nil
+	}
+	if err := p.root.WriteFile(name, []byte(b.PathHash+"\n"), 0o600); err != nil {
+		return memgate.Internal(op, err)
+	}
+	return nil
 }
 
 // closeEntry closes a store that has left the LRU, then lets waiters for its

@@ -114,16 +114,38 @@ func (r *Resolver) Resolve(p *memgate.Principal, arg string) (memgate.Namespace,
 // SHA-256 of the absolute path. Two folders with the same name never share a
 // namespace.
 func ProjectNamespace(dir string) (memgate.Namespace, error) {
+	b, err := BindProject(dir)
+	return b.Namespace, err
+}
+
+// ProjectBinding ties a project namespace to the folder it comes from. The
+// namespace keeps 32 bits of the path's hash, and folders whose names differ
+// only in case, punctuation or past 55 bytes share its visible part, so two
+// folders can share a namespace; the full hash, kept beside the store (a
+// Pool with Options.Project), tells them apart.
+type ProjectBinding struct {
+	Namespace memgate.Namespace
+	// PathHash is the hex SHA-256 of the folder's absolute path.
+	PathHash string
+}
+
+// pathSum hashes a project folder's absolute path; tests replace it.
+var pathSum = sha256.Sum256
+
+// BindProject returns the namespace of the project strategy for folder dir
+// (ProjectNamespace) and the full hash of its absolute path.
+func BindProject(dir string) (ProjectBinding, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", memgate.Invalid("project", "the working directory has no absolute path")
+		return ProjectBinding{}, memgate.Invalid("project", "the working directory has no absolute path")
 	}
-	sum := sha256.Sum256([]byte(abs))
+	sum := pathSum([]byte(abs))
 	name := strings.Trim(memgate.SanitizeNamespace(filepath.Base(abs), memgate.MaxNamespaceLen-9), "-")
 	if name == "" {
 		name = "project"
 	}
-	return memgate.Namespace(name + "-" + hex.EncodeToString(sum[:4])), nil
+	return ProjectBinding{Namespace: memgate.Namespace(name + "-" + hex.EncodeToString(sum[:4])),
+		PathHash: hex.EncodeToString(sum[:])}, nil
 }
 
 // SubjectNamespace derives a per-user namespace from a principal's subject:

@@ -1,6 +1,8 @@
 package tenants
 
 import (
+	"context"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
 )
 
 func TestResolve(t *testing.T) {
@@ -139,4 +142,115 @@ func FuzzNamespace(f *testing.F) {
 			}
 		}
 	})
+}
+
+// collidingSums makes every project path hash share its first 32 bits, as
+// two folders' hashes do once in a while, for the test's length.
+func collidingSums(t *testing.T) {
+	t.Helper()
+	old := pathSum
+	pathSum = func(b []byte) [32]byte {
+		s := sha256.Sum256(b)
+		copy(s[:4], []byte{0xea, 0x2e, 0x93, 0x25})
+		return s
+	}
+	t.Cleanup(func() { pathSum = old })
+}
+
+func TestProjectNamespaceCollisionIsRefused(t *testing.T) {
+	collidingSums(t)
+	base := t.TempDir()
+	mine, err := BindProject(filepath.Join(base, "one", "App"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := BindProject(filepath.Join(base, "two", "app!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine.Namespace != "app-ea2e9325" || theirs.Namespace != mine.Namespace || mine.PathHash == theirs.PathHash ||
+		len(mine.PathHash) != 64 {
+		t.Fatalf("bindings %+v and %+v", mine, theirs)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	useStore := func(b ProjectBinding) error {
+		p, err := NewPool(Options{Dir: dir, Project: &b, Store: storage.Options{NoSync: true}})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := p.Close(ctx); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		}()
+		s, release, err := p.Lease(ctx, b.Namespace)
+		if err != nil {
+			return err
+		}
+		defer release()
+		_, _, err = s.Put(ctx, memgate.Write{Text: "a memory of " + b.PathHash[:8]})
+		return err
+	}
+	// The first folder's store records its path hash.
+	if err := useStore(mine); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile(filepath.Join(dir, "stores", string(mine.Namespace), ProjectFile))
+	if err != nil || string(rec) != mine.PathHash+"\n" {
+		t.Fatalf("record %q %v", rec, err)
+	}
+	// The other folder is refused at the pool's start, and says why.
+	err = useStore(theirs)
+	if memgate.ErrorCode(err) != memgate.CodeInvalidArgument || !strings.Contains(err.Error(), "another folder") {
+		t.Fatalf("the colliding folder: %v, want invalid_argument", err)
+	}
+	if e := err.(*memgate.Error); strings.Contains(e.Message, base) || strings.Contains(e.Message, string(mine.Namespace)) {
+		t.Fatalf("the message holds a path or the namespace: %q", e.Message)
+	}
+	// The first folder goes on as before.
+	if err := useStore(mine); err != nil {
+		t.Fatalf("the first folder again: %v", err)
+	}
+}
+
+func TestProjectRecordIsCheckedWhenTheStoreOpens(t *testing.T) {
+	collidingSums(t)
+	base := t.TempDir()
+	mine, _ := BindProject(filepath.Join(base, "a", "Proj"))
+	theirs, _ := BindProject(filepath.Join(base, "b", "proj"))
+	dir := t.TempDir()
+	ctx := context.Background()
+	// A pool that started before the other folder's store had its record
+	// refuses the store once the record is there.
+	p := newPool(t, Options{Dir: dir, Project: &theirs})
+	other := newPool(t, Options{Dir: dir, Project: &mine})
+	_, release, err := other.Lease(ctx, mine.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	closeSoon(t, other)
+	if _, _, err := p.Lease(ctx, theirs.Namespace); memgate.ErrorCode(err) != memgate.CodeInvalidArgument {
+		t.Fatalf("lease of a store another folder recorded: %v", err)
+	}
+	// A store from before records (or under another strategy, bound to no
+	// folder) is adopted by the first folder that opens it.
+	legacy := newPool(t, Options{Dir: dir})
+	_, release, err = legacy.Lease(ctx, "plain-ea2e9325")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	closeSoon(t, legacy)
+	adopt := ProjectBinding{Namespace: "plain-ea2e9325", PathHash: mine.PathHash}
+	q := newPool(t, Options{Dir: dir, Project: &adopt})
+	_, release, err = q.Lease(ctx, adopt.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if rec, err := os.ReadFile(filepath.Join(dir, "stores", "plain-ea2e9325", ProjectFile)); err != nil || string(rec) != mine.PathHash+"\n" {
+		t.Fatalf("adopted record %q %v", rec, err)
+	}
 }

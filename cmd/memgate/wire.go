@@ -24,33 +24,38 @@ const closeGrace = 10 * time.Second
 
 // resolver is the namespace policy of the configuration. The project
 // strategy reads its folder (--project-dir, else the working directory)
-// once, here.
-func (a *app) resolver() (*tenants.Resolver, error) {
+// once, here, and returns the binding of its namespace to that folder (nil
+// for the other strategies).
+func (a *app) resolver() (*tenants.Resolver, *tenants.ProjectBinding, error) {
 	strategy, err := tenants.ParseStrategy(a.cfg.NamespaceStrategy)
 	if err != nil {
-		return nil, usageError{errors.New("--namespace-strategy: must be fixed or project")}
+		return nil, nil, usageError{errors.New("--namespace-strategy: must be fixed or project")}
 	}
 	r := &tenants.Resolver{Strategy: strategy, Default: memgate.Namespace(a.cfg.Namespace), AllowArg: a.cfg.NamespaceArg}
-	if strategy == tenants.Project {
-		dir := a.cfg.ProjectDir
-		if dir == "" {
-			if dir, err = os.Getwd(); err != nil {
-				return nil, fmt.Errorf("--namespace-strategy project: the working directory: %w", err)
-			}
-		} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			// An editor that does not expand ${workspaceFolder} passes it as is.
-			return nil, usageError{errors.New("--project-dir: not a folder")}
-		}
-		if r.Default, err = tenants.ProjectNamespace(dir); err != nil {
-			return nil, err
-		}
+	if strategy != tenants.Project {
+		return r, nil, nil
 	}
-	return r, nil
+	dir := a.cfg.ProjectDir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, nil, fmt.Errorf("--namespace-strategy project: the working directory: %w", err)
+		}
+	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		// An editor that does not expand ${workspaceFolder} passes it as is.
+		return nil, nil, usageError{errors.New("--project-dir: not a folder")}
+	}
+	b, err := tenants.BindProject(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Default = b.Namespace
+	return r, &b, nil
 }
 
-// openPool opens the pool of stores in the data folder. The caller closes
-// it with closePool.
-func (a *app) openPool() (*tenants.Pool, error) {
+// openPool opens the pool of stores in the data folder, the store of the
+// project namespace, if any, bound to its folder. The caller closes it with
+// closePool.
+func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 	enc, err := a.encryption()
 	if err != nil {
 		return nil, err
@@ -61,6 +66,7 @@ func (a *app) openPool() (*tenants.Pool, error) {
 		IdleTimeout: a.cfg.StoreIdleTimeout,
 		Store:       storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc},
 		Logger:      a.log,
+		Project:     project,
 	})
 }
 
@@ -107,11 +113,11 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 // withPool runs fn with the resolver and a pool of the configuration, and
 // closes the pool (flushing every store) afterwards.
 func (a *app) withPool(fn func(pool *tenants.Pool, r *tenants.Resolver) error) (err error) {
-	r, err := a.resolver()
+	r, project, err := a.resolver()
 	if err != nil {
 		return err
 	}
-	pool, err := a.openPool()
+	pool, err := a.openPool(project)
 	if err != nil {
 		return err
 	}
