@@ -40,9 +40,7 @@ func (e *KeyError) Unwrap() error { return e.Err }
 // object, at any depth, holds the same key twice (keys compared after
 // unescaping, case included: "id" and "ID" are two keys).
 func CheckUniqueKeys(data []byte) error {
-	if !json.Valid(data) {
-		return ErrJSONSyntax
-	}
+	// The token walk checks the syntax as it goes: no separate pass.
 	type frame struct {
 		keys    map[string]struct{} // nil for an array
 		wantKey bool
@@ -92,7 +90,7 @@ func CheckUniqueKeys(data []byte) error {
 		}
 		done()
 	}
-	if values != 1 {
+	if values != 1 || len(stack) != 0 {
 		return ErrJSONSyntax
 	}
 	return nil

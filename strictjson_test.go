@@ -72,10 +72,13 @@ func TestStrictObject(t *testing.T) {
 // FuzzStrictObject checks StrictObject against a plain decode: what it
 // accepts decodes to the same members, with every key distinct and exact.
 func FuzzStrictObject(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{"A":1,"a":2}`, `{"\u0061":1,"a":1}`, `[1,{"a":1}]`, `{}`} {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `[1 2]`, `{"a":1}}`, `1 2`, "\"\x01\"", `{"a":[1,]}`, `{"a":{"b":1,"b":2}}`, `{"A":1,"a":2}`, `{"\u0061":1,"a":1}`, `[1,{"a":1}]`, `{}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if memgate.CheckUniqueKeys(data) == nil && !json.Valid(data) {
+			t.Fatalf("CheckUniqueKeys accepted %q, which is not JSON", data)
+		}
 		m, err := memgate.StrictObject(data, nil)
 		if err != nil {
 			return
