@@ -148,3 +148,13 @@ func BenchmarkCheckMessage(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkCheckMessageSmall(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"release notes","limit":10}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if refusal, call := checkMessage(msg); refusal != nil || !call {
+			b.Fatal("refused")
+		}
+	}
+}
