@@ -367,7 +367,23 @@ func (p *Pool) release(e *entry) {
 	if e.leases == 0 {
 		p.idle.Broadcast()
 	}
+	// A store found damaged is closed once its last lease ends, so that
+	// the next call opens the file again: a file restored from a backup
+	// is then served without a restart, and one still damaged is refused
+	// at open and remembered as failed.
+	retire := e.leases == 0 && e.store.Damaged() && !p.closed
+	if retire {
+		if cur, ok := p.lru.Peek(e.ns); ok && cur == e {
+			p.lru.Remove(e.ns)
+			p.closing[e.ns] = make(chan struct{})
+		} else {
+			retire = false
+		}
+	}
 	p.mu.Unlock()
+	if retire {
+		go p.closeEntry(e)
+	}
 }
 
 // open opens ns's store inside the stores folder.
