@@ -57,16 +57,21 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// refuseMessage answers a message refused before the SDK.
+// refuseMessage answers a message refused before the SDK: 400, or 404 for
+// an unknown method of the stateless revision.
 func (g *Gateway) refuseMessage(c echo.Context, refusal *jsonrpc.Response) error {
 	e, _ := refusal.Error.(*jsonrpc.Error)
 	reason := "malformed message"
 	if e != nil {
 		reason = e.Message
 	}
-	g.log.Debug("http refused", "op", "http.admit", "status", http.StatusBadRequest, "reason", reason)
+	status := http.StatusBadRequest
+	if e != nil && e.Code == jsonrpc.CodeMethodNotFound && isStateless(c.Request()) {
+		status = http.StatusNotFound // what the 2026-07-28 revision asks, as the SDK answers
+	}
+	g.log.Debug("http refused", "op", "http.admit", "status", status, "reason", reason)
 	g.refused(c.Request().Context(), "malformed message")
-	return c.JSONBlob(http.StatusBadRequest, encodeResponse(refusal))
+	return c.JSONBlob(status, encodeResponse(refusal))
 }
 
 // serveBatch serves a batch one message at a time through the session
