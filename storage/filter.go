@@ -102,6 +102,7 @@ type postingIter struct {
 	onDisk bool // in chunk, else in tail
 	i      int  // the position in chunk or tail
 	cur    uint64
+	run    [2]uint64 // has: the span of the last chunk found whole, undecoded
 }
 
 func (it *postingIter) match(k []byte) bool {
@@ -563,6 +564,9 @@ func (it *postingIter) has(doc uint64) (bool, error) {
 		_, ok := slices.BinarySearchFunc(it.tail, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
 		return ok, nil
 	}
+	if it.run[1] != 0 && it.run[0] <= doc && doc <= it.run[1] {
+		return true, nil
+	}
 	if !it.onDisk || doc < it.chunk[0].doc || doc > it.chunk[len(it.chunk)-1].doc {
 		if err := it.w.step(); err != nil {
 			return false, err
@@ -578,12 +582,18 @@ func (it *postingIter) has(doc uint64) (bool, error) {
 		if !it.match(k) {
 			return false, nil
 		}
-		plain, _, last, err := it.header(k, val)
+		plain, first, last, err := it.header(k, val)
 		if err != nil {
 			return false, err
 		}
 		if doc > last {
 			return false, nil
+		}
+		// A chunk that holds every document of its span (a tag every
+		// memory carries) answers from its header, undecoded.
+		if n, _, _, _ := chunkHeader(first, plain); uint64(n) == last-first+1 {
+			it.run = [2]uint64{first, last}
+			return true, nil
 		}
 		if err := it.load(k, plain); err != nil {
 			return false, err
