@@ -387,6 +387,34 @@ func (it *postingIter) count(maxChunks int) (n, chunks int, whole bool, err erro
 	return n + len(it.tail), chunks, true, nil
 }
 
+// ordering says when newFilter counts and orders a filter's groups.
+type ordering int
+
+const (
+	orderSeveral ordering = iota // when there are several: walks
+	orderAlways                  // a ranking's, whose size decides its path
+)
+
+// fresh returns a filter over the same lists as f, in f's order, every list
+// at its start: to probe (has) after f has walked.
+func (f *filter) fresh(v *view, w *walk) (*filter, error) {
+	out := &filter{dir: f.dir}
+	for _, g := range f.groups {
+		lists := make([]*postingIter, 0, len(g.lists))
+		for _, l := range g.lists {
+			it, err := v.iter(w, l.term, f.dir)
+			if err != nil {
+				return nil, err
+			}
+			lists = append(lists, it)
+		}
+		ng := newGroup(f.dir, lists)
+		ng.cost, ng.whole = g.cost, g.whole
+		out.groups = append(out.groups, ng)
+	}
+	return out, nil
+}
+
 // group is a union of lists (tags in "any" mode; one list otherwise): a
 // document is in it when it is in any of them.
 type group struct {
@@ -454,9 +482,8 @@ type filter struct {
 
 // newFilter starts the walk of the documents that carry the tags (all or
 // any, by mode) and match every metadata pair; nil when there are neither.
-// Its groups are counted and ordered when there are several, or when it
-// will be joined to a ranking's terms (ranked).
-func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, ranked bool) (*filter, error) {
+// Its groups are counted and ordered as order says.
+func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, order ordering) (*filter, error) {
 	if len(tags) == 0 && len(md) == 0 {
 		return nil, nil
 	}
@@ -484,7 +511,7 @@ func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[s
 		}
 		f.groups = append(f.groups, newGroup(dir, lists))
 	}
-	if len(f.groups) > 1 || ranked {
+	if order == orderAlways || order == orderSeveral && len(f.groups) > 1 {
 		if err := f.order(); err != nil {
 			return nil, err
 		}
