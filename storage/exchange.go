@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -617,6 +618,9 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
+		if errors.Is(err, io.EOF) { // bbolt read the file to its end before its last page
+			err = fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
+		}
 		return err
 	})
 	return n, memgate.Wrap(op, err)
