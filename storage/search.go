@@ -63,14 +63,18 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		if hasText {
 			dir = ascending
 		}
-		f, err := s.newFilter(v, w, tags, mode, q.Filter, dir, hasText)
+		order := orderSeveral
+		if hasText {
+			order = orderAlways
+		}
+		f, err := s.newFilter(v, w, tags, mode, q.Filter, dir, order)
 		if err != nil {
 			return err
 		}
 		var ranked []search.Scored
 		switch {
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, tags, mode, q.Filter, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -138,7 +142,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string, mode string, md map[string]any, limit int) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -181,7 +185,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, tags []string,
 		return nil, 0, nil
 	}
 	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
-		probe: func() (*filter, error) { return s.newFilter(v, w, tags, mode, md, ascending, false) }}
+		probe: func() (*filter, error) { return f.fresh(v, w) }}
 	for i, df := range dfs {
 		r.idf[i] = search.DefaultBM25.IDF(df, n)
 	}
