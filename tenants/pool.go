@@ -60,8 +60,8 @@ const ProjectFile = "project"
 
 var errProjectTaken = &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "tenants.project",
 	Details: map[string]any{"field": "project-dir"},
-	Message: "this project's namespace already holds the store of another folder, whose name differs from " +
-		"this one's only in case, punctuation or past 55 bytes; rename one of the folders, or give this one " +
+	Message: "this project's namespace already holds the store of another folder (their names look alike " +
+		"and their paths share the namespace's hash); rename one of the folders, or give this one " +
 		"a namespace of its own with --namespace-strategy fixed --namespace NAME"}
 
 // DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
