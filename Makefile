@@ -67,6 +67,7 @@ bench-smoke:
 	$(GO) run ./bench/pool -smoke
 	$(GO) run ./bench/stdio -smoke
 	$(GO) run ./bench/suite -smoke
+	$(GO) run ./bench/hostile -smoke
 
 ## bench-suite: the scenarios of docs/PERFORMANCE.md against the peers, with
 ## the plots (~25 min; never in CI). bench-http: the HTTP gateway figures only.
