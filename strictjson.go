@@ -1,10 +1,8 @@
 package memgate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"slices"
 )
 
@@ -38,64 +36,11 @@ func (e *KeyError) Unwrap() error { return e.Err }
 
 // CheckUniqueKeys reports whether data is exactly one JSON value in which no
 // object, at any depth, holds the same key twice (keys compared after
-// unescaping, case included: "id" and "ID" are two keys).
+// unescaping, case included: "id" and "ID" are two keys), nested at most
+// MaxJSONDepth deep.
 func CheckUniqueKeys(data []byte) error {
-	if !json.Valid(data) {
-		return ErrJSONSyntax
-	}
-	type frame struct {
-		keys    map[string]struct{} // nil for an array
-		wantKey bool
-	}
-	var stack []frame
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	values := 0
-	// done records that a value ended: the object around it expects a key.
-	done := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].keys != nil {
-				stack[n-1].wantKey = true
-			}
-		} else {
-			values++
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return ErrJSONSyntax
-		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				stack = append(stack, frame{keys: map[string]struct{}{}, wantKey: true})
-			case '[':
-				stack = append(stack, frame{})
-			default:
-				stack = stack[:len(stack)-1]
-				done()
-			}
-			continue
-		}
-		if n := len(stack); n > 0 && stack[n-1].keys != nil && stack[n-1].wantKey {
-			key, _ := tok.(string)
-			if _, dup := stack[n-1].keys[key]; dup {
-				return &KeyError{Key: key, Err: ErrDuplicateKey}
-			}
-			stack[n-1].keys[key] = struct{}{}
-			stack[n-1].wantKey = false
-			continue
-		}
-		done()
-	}
-	if values != 1 {
-		return ErrJSONSyntax
-	}
-	return nil
+	sc := jsonScanner{data: data}
+	return sc.document(nil)
 }
 
 // StrictObject splits data, one JSON object, into its members, undecoded.
@@ -105,15 +50,13 @@ func CheckUniqueKeys(data []byte) error {
 // one JSON value is ErrJSONSyntax; a value that is not an object,
 // ErrNotObject.
 func StrictObject(data []byte, known []string) (map[string]json.RawMessage, error) {
-	if err := CheckUniqueKeys(data); err != nil {
+	members := map[string]json.RawMessage{}
+	sc := jsonScanner{data: data}
+	if err := sc.document(members); err != nil {
 		return nil, err
 	}
-	if data = bytes.TrimSpace(data); data[0] != '{' {
+	if sc.top != '{' {
 		return nil, ErrNotObject
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, ErrJSONSyntax
 	}
 	if known != nil {
 		for key := range members {
@@ -123,4 +66,262 @@ func StrictObject(data []byte, known []string) (map[string]json.RawMessage, erro
 		}
 	}
 	return members, nil
+}
+
+// MaxJSONDepth is the deepest nesting of arrays and objects accepted (the
+// MCP SDK's own bound).
+const MaxJSONDepth = 1000
+
+// jsonScanner checks JSON in one pass, as json.Valid does, and the keys of
+// every object on the way.
+type jsonScanner struct {
+	data []byte
+	i    int
+	top  byte // the first byte of the document's value
+}
+
+// document scans one value and nothing after it but white space; the
+// members of a top-level object go to members when it is not nil.
+func (s *jsonScanner) document(members map[string]json.RawMessage) error {
+	s.space()
+	if s.i < len(s.data) {
+		s.top = s.data[s.i]
+	}
+	if err := s.value(0, members); err != nil {
+		return err
+	}
+	s.space()
+	if s.i != len(s.data) {
+		return ErrJSONSyntax
+	}
+	return nil
+}
+
+func (s *jsonScanner) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *jsonScanner) value(depth int, members map[string]json.RawMessage) error {
+	if s.i >= len(s.data) {
+		return ErrJSONSyntax
+	}
+	switch c := s.data[s.i]; {
+	case c == '{':
+		return s.object(depth+1, members)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		_, err := s.str(false)
+		return err
+	case c == '-' || '0' <= c && c <= '9':
+		return s.number()
+	default:
+		for _, lit := range []string{"true", "false", "null"} {
+			if s.i+len(lit) <= len(s.data) && string(s.data[s.i:s.i+len(lit)]) == lit {
+				s.i += len(lit)
+				return nil
+			}
+		}
+		return ErrJSONSyntax
+	}
+}
+
+func (s *jsonScanner) object(depth int, members map[string]json.RawMessage) error {
+	if depth > MaxJSONDepth {
+		return ErrJSONSyntax
+	}
+	s.i++ // {
+	var keys []string
+	var set map[string]struct{}
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return ErrJSONSyntax
+		}
+		key, err := s.str(true)
+		if err != nil {
+			return err
+		}
+		// Small objects compare in a list, large ones in a set.
+		if set == nil && len(keys) < 16 {
+			if slices.Contains(keys, key) {
+				return &KeyError{Key: key, Err: ErrDuplicateKey}
+			}
+			keys = append(keys, key)
+		} else {
+			if set == nil {
+				set = make(map[string]struct{}, 2*len(keys))
+				for _, k := range keys {
+					set[k] = struct{}{}
+				}
+			}
+			if _, dup := set[key]; dup {
+				return &KeyError{Key: key, Err: ErrDuplicateKey}
+			}
+			set[key] = struct{}{}
+		}
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return ErrJSONSyntax
+		}
+		s.i++
+		s.space()
+		start := s.i
+		if err := s.value(depth, nil); err != nil {
+			return err
+		}
+		if members != nil {
+			members[key] = json.RawMessage(s.data[start:s.i])
+		}
+		s.space()
+		if s.i >= len(s.data) {
+			return ErrJSONSyntax
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return ErrJSONSyntax
+		}
+	}
+}
+
+func (s *jsonScanner) array(depth int) error {
+	if depth > MaxJSONDepth {
+		return ErrJSONSyntax
+	}
+	s.i++ // [
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		s.space()
+		if err := s.value(depth, nil); err != nil {
+			return err
+		}
+		s.space()
+		if s.i >= len(s.data) {
+			return ErrJSONSyntax
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return ErrJSONSyntax
+		}
+	}
+}
+
+// str scans a string and, when decode is set, returns its value as
+// encoding/json decodes it (an escape or a byte that is not plain ASCII is
+// decoded by encoding/json itself, so that two keys are the same exactly
+// when it would read them so: "\xff" and "\xfe" both become U+FFFD).
+func (s *jsonScanner) str(decode bool) (string, error) {
+	start := s.i
+	s.i++ // "
+	plain := true
+	for s.i < len(s.data) {
+		c := s.data[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			raw := s.data[start:s.i]
+			if !decode {
+				return "", nil
+			}
+			if plain {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var v string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return "", ErrJSONSyntax
+			}
+			return v, nil
+		case c < 0x20:
+			return "", ErrJSONSyntax
+		case c == '\\':
+			plain = false
+			if s.i+1 >= len(s.data) {
+				return "", ErrJSONSyntax
+			}
+			switch s.data[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.data) {
+					return "", ErrJSONSyntax
+				}
+				for _, h := range s.data[s.i+2 : s.i+6] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return "", ErrJSONSyntax
+					}
+				}
+				s.i += 6
+			default:
+				return "", ErrJSONSyntax
+			}
+		default:
+			if c >= 0x80 {
+				plain = false
+			}
+			s.i++
+		}
+	}
+	return "", ErrJSONSyntax
+}
+
+// number scans a JSON number: -? int frac? exp?.
+func (s *jsonScanner) number() error {
+	digits := func() int {
+		n := 0
+		for s.i < len(s.data) && '0' <= s.data[s.i] && s.data[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	if s.data[s.i] == '-' {
+		s.i++
+	}
+	if s.i < len(s.data) && s.data[s.i] == '0' {
+		s.i++
+	} else if digits() == 0 {
+		return ErrJSONSyntax
+	}
+	if s.i < len(s.data) && s.data[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return ErrJSONSyntax
+		}
+	}
+	if s.i < len(s.data) && (s.data[s.i] == 'e' || s.data[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.data) && (s.data[s.i] == '+' || s.data[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return ErrJSONSyntax
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package memgate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -72,10 +73,13 @@ func TestStrictObject(t *testing.T) {
 // FuzzStrictObject checks StrictObject against a plain decode: what it
 // accepts decodes to the same members, with every key distinct and exact.
 func FuzzStrictObject(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{"A":1,"a":2}`, `{"\u0061":1,"a":1}`, `[1,{"a":1}]`, `{}`} {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `[1 2]`, `{"a":1}}`, `1 2`, "\"\x01\"", `{"a":[1,]}`, `{"a":{"b":1,"b":2}}`, `{"A":1,"a":2}`, `{"\u0061":1,"a":1}`, `[1,{"a":1}]`, `{}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if memgate.CheckUniqueKeys(data) == nil && !json.Valid(data) {
+			t.Fatalf("CheckUniqueKeys accepted %q, which is not JSON", data)
+		}
 		m, err := memgate.StrictObject(data, nil)
 		if err != nil {
 			return
@@ -102,6 +106,68 @@ func FuzzStrictObject(f *testing.F) {
 		}
 		if n != len(m) {
 			t.Fatalf("accepted %q with %d keys for %d members: a key given twice", data, n, len(m))
+		}
+	})
+}
+
+// referenceUniqueKeys is CheckUniqueKeys written the slow, obvious way:
+// json.Valid, then encoding/json's own tokens.
+func referenceUniqueKeys(data []byte) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	type frame struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return true // io.EOF: json.Valid saw one whole value
+		}
+		n := len(stack)
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				stack = append(stack, frame{keys: map[string]bool{}, wantKey: true})
+			case '[':
+				stack = append(stack, frame{})
+			default:
+				stack = stack[:n-1]
+				if n > 1 && stack[n-2].keys != nil {
+					stack[n-2].wantKey = true
+				}
+			}
+			continue
+		}
+		if n > 0 && stack[n-1].keys != nil {
+			if stack[n-1].wantKey {
+				key := tok.(string)
+				if stack[n-1].keys[key] {
+					return false
+				}
+				stack[n-1].keys[key] = true
+				stack[n-1].wantKey = false
+			} else {
+				stack[n-1].wantKey = true
+			}
+		}
+	}
+}
+
+// FuzzCheckUniqueKeys: the one-pass scanner agrees with encoding/json on
+// what is JSON and with a token walk on which keys repeat.
+func FuzzCheckUniqueKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":2,"c":3}]}}`, `{"\xff":1,"\xfe":2}`, `{"\u0061":1,"a":2}`,
+		`[1,2,{"x":"y"}]`, `-0.5e+3`, `{"a":"\ud800"}`, `{}{`, `"\u00"`, `01`, `[1,]`, ` true `, `nul`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := memgate.CheckUniqueKeys(data) == nil
+		if want := referenceUniqueKeys(data); got != want {
+			t.Fatalf("CheckUniqueKeys(%q) accepts: %v, the reference: %v", data, got, want)
 		}
 	})
 }

@@ -452,3 +452,57 @@ func TestJWKSOverTLSWithAPrivateCA(t *testing.T) {
 		}
 	}
 }
+
+// FuzzJOSE: a compact JWS whose header and claims strictJOSE accepts has
+// each key once in both, no crit header, and exp, nbf and iat as numbers.
+func FuzzJOSE(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"alg":"RS256","kid":"a"}`, `{"sub":"a","exp":1767225600}`},
+		{`{"alg":"RS256","crit":[]}`, `{"sub":"a"}`},
+		{`{"alg":"RS256","CRIT":["x"]}`, `{"exp":"1767225600"}`},
+		{`{"alg":"RS256","kid":"a","kid":"b"}`, `{"sub":"a","sub":"b"}`},
+		{`{"alg":"RS256"}`, `{"exp":1.5,"nbf":-3,"iat":1e9}`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, head, body string) {
+		token := b64([]byte(head)) + "." + b64([]byte(body)) + ".c2ln"
+		if !strictJOSE(token) {
+			return
+		}
+		keys := func(part string) map[string]json.RawMessage {
+			dec := json.NewDecoder(strings.NewReader(part))
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+				t.Fatalf("accepted a part that is not an object: %q", part)
+			}
+			m := map[string]json.RawMessage{}
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var v json.RawMessage
+				if err := dec.Decode(&v); err != nil {
+					t.Fatal(err)
+				}
+				if _, dup := m[tok.(string)]; dup {
+					t.Fatalf("accepted the key %q twice in %q", tok, part)
+				}
+				m[tok.(string)] = v
+			}
+			return m
+		}
+		if _, crit := keys(head)["crit"]; crit {
+			t.Fatalf("accepted a crit header: %q", head)
+		}
+		claims := keys(body)
+		for _, name := range []string{"exp", "nbf", "iat"} {
+			if v, ok := claims[name]; ok {
+				var n json.Number
+				if err := json.Unmarshal(v, &n); err != nil || len(v) == 0 || v[0] == '"' {
+					t.Fatalf("accepted %s = %s, not a number", name, v)
+				}
+			}
+		}
+	})
+}

@@ -151,3 +151,36 @@ func fitHits(r memgate.Result, budget int) memgate.Result {
 	}
 	return r
 }
+
+// promptCost is what memory m costs embedded in a prompt: its text once, as
+// a JSON string, its id twice (the URI, percent-encoded, and _meta), its
+// title and tags, and the keys of the resource around them.
+func promptCost(m memgate.Memory) int {
+	n := escapedLen([]byte(m.Text)) + escapedLen([]byte(m.ID)) + 3*len(m.ID) + escapedLen([]byte(m.Title)) + 256
+	for _, t := range m.Tags {
+		n += escapedLen([]byte(t)) + 3
+	}
+	return n
+}
+
+// memoryBudget admits the memories of a prompt while they fit in budget:
+// the first always.
+type memoryBudget struct {
+	budget int
+	used   []int // used[i]: the cost of the first i memories
+}
+
+func newMemoryBudget(budget int) *memoryBudget { return &memoryBudget{budget: budget, used: []int{0}} }
+
+// take reports whether m, the memory at index i (a store may start a page
+// over), fits.
+func (b *memoryBudget) take(i int, m memgate.Memory) bool {
+	i = min(i, len(b.used)-1)
+	b.used = b.used[:i+1]
+	c := promptCost(m)
+	if i > 0 && b.used[i]+c > b.budget {
+		return false
+	}
+	b.used = append(b.used, b.used[i]+c)
+	return true
+}

@@ -21,8 +21,6 @@ type batchKey struct{}
 var (
 	errBatchInitialize = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: initialize cannot be part of a batch"}
-	errBatchTooLarge = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-		Message: "invalid request: the answers of the batch pass the response bound; send fewer messages"}
 )
 
 // checkMessages answers, before the SDK, the POST bodies memgate refuses
@@ -57,40 +55,77 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// refuseMessage answers a message refused before the SDK.
+// refuseMessage answers a message refused before the SDK: 400, or 404 for
+// an unknown method of the stateless revision.
 func (g *Gateway) refuseMessage(c echo.Context, refusal *jsonrpc.Response) error {
 	e, _ := refusal.Error.(*jsonrpc.Error)
 	reason := "malformed message"
 	if e != nil {
 		reason = e.Message
 	}
-	g.log.Debug("http refused", "op", "http.admit", "status", http.StatusBadRequest, "reason", reason)
+	status := http.StatusBadRequest
+	if e != nil && e.Code == jsonrpc.CodeMethodNotFound && isStateless(c.Request()) {
+		status = http.StatusNotFound // what the 2026-07-28 revision asks, as the SDK answers
+	}
+	g.log.Debug("http refused", "op", "http.admit", "status", status, "reason", reason)
 	g.refused(c.Request().Context(), "malformed message")
-	return c.JSONBlob(http.StatusBadRequest, encodeResponse(refusal))
+	return c.JSONBlob(status, encodeResponse(refusal))
 }
 
 // serveBatch serves a batch one message at a time through the session
 // handler, and answers with the array of their answers, so that all of
 // them together stay within MaxResponseBytes: the gateway never holds more
-// than that, plus the answer being made. Once the answers pass it, no
-// further message runs and the batch is answered with one error (the
-// messages before it have run). A message the SDK refuses at the HTTP
-// level (an unknown session, say) ends the batch with that refusal.
+// than that, plus the answer being made. Each answer must leave room for
+// an error answer to every call after it. The first answer that does not
+// is replaced by an error saying that its call ran; no later message runs,
+// and each later call is answered with an error saying that it did not. A
+// client thus learns, call by call, what was done. A message the SDK
+// refuses at the HTTP level (an unknown session, say) ends the batch with
+// that refusal.
 func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 	r, w := c.Request(), c.Response()
 	limit := g.opts.MaxResponseBytes
+	ids := make([]json.RawMessage, len(msgs)) // nil: a notification
+	room := make([]int64, len(msgs)+1)        // room[i]: the error answers of calls i and after
+	for i := len(msgs) - 1; i >= 0; i-- {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal(msgs[i], &m) // splitBatch checked every message
+		if len(m.ID) > 0 && string(m.ID) != "null" {
+			ids[i] = m.ID
+			room[i] = int64(len(batchError(m.ID, errBatchNotRun))) + 1
+		}
+		room[i] += room[i+1]
+	}
 	var out bytes.Buffer
 	out.WriteByte('[')
 	answers := 0
-	for _, msg := range msgs {
+	add := func(answer []byte) {
+		if answers > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(answer)
+		answers++
+	}
+	for i, msg := range msgs {
 		sub := r.Clone(r.Context())
 		sub.Body = io.NopCloser(bytes.NewReader(msg))
 		sub.ContentLength = int64(len(msg))
-		part := &batchPart{header: http.Header{}, limit: limit - int64(out.Len()) - 1}
+		// out, a comma, this answer, the room of the calls after it and
+		// the closing bracket.
+		part := &batchPart{header: http.Header{}, limit: limit - int64(out.Len()) - 2 - room[i+1]}
 		g.sessions.ServeHTTP(part, sub)
 		switch {
 		case part.over:
-			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchTooLarge})
+			add(batchError(ids[i], errBatchRan)) // a call: only answers pass the bound
+			for j := i + 1; j < len(msgs); j++ {
+				if ids[j] != nil {
+					add(batchError(ids[j], errBatchNotRun))
+				}
+			}
+			out.WriteByte(']')
+			return c.JSONBlob(http.StatusOK, out.Bytes())
 		case part.status == http.StatusAccepted:
 			continue
 		case part.status != http.StatusOK:
@@ -101,14 +136,7 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 			_, err := w.Write(part.body.Bytes())
 			return err
 		}
-		if answers > 0 {
-			out.WriteByte(',')
-		}
-		out.Write(bytes.TrimSpace(part.body.Bytes()))
-		answers++
-		if int64(out.Len())+1 > limit {
-			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchTooLarge})
-		}
+		add(bytes.TrimSpace(part.body.Bytes()))
 	}
 	if answers == 0 {
 		w.WriteHeader(http.StatusAccepted)
@@ -116,6 +144,26 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 	}
 	out.WriteByte(']')
 	return c.JSONBlob(http.StatusOK, out.Bytes())
+}
+
+// The errors of the calls of a batch whose answers pass the response
+// bound: the one whose answer did not fit, which ran, and those after it,
+// which did not. (Implementation-defined server errors, -32000.)
+var (
+	errBatchRan = &jsonrpc.Error{Code: -32000,
+		Message: "the answer passes the response bound of its batch; the call ran, send it alone to see its answer"}
+	errBatchNotRun = &jsonrpc.Error{Code: -32000,
+		Message: "not run: the answers of its batch passed the response bound; send it again in a smaller batch"}
+)
+
+// batchError is the error answer to the call of a batch with id.
+func batchError(id json.RawMessage, e *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *jsonrpc.Error  `json:"error"`
+	}{"2.0", id, e})
+	return b
 }
 
 var errPartTooLarge = errors.New("server: a batch's answers pass the response bound")

@@ -375,3 +375,56 @@ func TestResourcesListPageFitsTheSmallestBound(t *testing.T) {
 		t.Fatalf("a resources/list page of the largest names is %d bytes, over the smallest bound %d", n, min)
 	}
 }
+
+// The prompts that embed memories keep to the bound as well, and embed
+// about as many memories as it holds.
+func TestPromptsKeepToTheResponseBound(t *testing.T) {
+	const maxText = 16 << 10
+	pool := newPool(t, maxText)
+	opts := server.Options{Lease: server.LeaseOf(pool.Lease), MaxTextBytes: maxText}
+	fill := mustServer(t, opts)
+	for i := range 50 {
+		args, _ := json.Marshal(map[string]any{"text": fmt.Sprintf("zebra %d ", i) + strings.Repeat("\x01", 16000)})
+		if res, err := fill.Call(t.Context(), "remember", args); err != nil || res.IsError {
+			t.Fatalf("remember: %v", err)
+		}
+	}
+	bound := memgate.MinResponseBytes(maxText)
+	opts.MaxResponseBytes = bound
+	r := newRawSession(t, mustServer(t, opts))
+	whole := newRawSession(t, fill)
+	for _, params := range []string{
+		`{"name":"review-memories","arguments":{}}`,
+		`{"name":"recall-context","arguments":{"topic":"zebra","limit":"100"}}`,
+	} {
+		if n := len(wireOf(t, whole.request("prompts/get", params))); n <= bound {
+			t.Fatalf("%s: the whole answer takes %d bytes: the test does not reach the bound %d", params, n, bound)
+		}
+		res := r.request("prompts/get", params)
+		if res.Error != nil {
+			t.Fatalf("%s: %v", params, res.Error)
+		}
+		n := len(wireOf(t, res))
+		var got struct {
+			Messages []any `json:"messages"`
+		}
+		if err := json.Unmarshal(res.Result, &got); err != nil {
+			t.Fatal(err)
+		}
+		// One memory costs about 96 KB here (16,000 six-byte escapes): the
+		// bound holds seven, and the next would pass it.
+		t.Logf("%s: %d bytes (bound %d), %d memories", params, n, bound, len(got.Messages)-1)
+		if n > bound || len(got.Messages)-1 != 7 {
+			t.Fatalf("%s: %d bytes (bound %d), %d memories", params, n, bound, len(got.Messages)-1)
+		}
+	}
+}
+
+func mustServer(t *testing.T, opts server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}

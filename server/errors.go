@@ -91,8 +91,8 @@ func invalidParams(msg string) *jsonrpc.Error {
 // rpcError) carry fixed messages and, as data, only the memgate envelope;
 // the SDK's name the unknown tool or prompt in their message and put an
 // unmatched resource URI in data. An error is passed on unchanged only when
-// it is a bare *jsonrpc.Error whose message quotes nothing and whose data,
-// if any, is a memgate envelope; any other keeps its code and gets the fixed
+// it is a bare *jsonrpc.Error whose data is a memgate envelope, or that has
+// no data and a message that quotes nothing; any other keeps its code and gets the fixed
 // message of that code, without data.
 func scrubErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -106,7 +106,11 @@ func scrubErrors(next mcp.MethodHandler) mcp.MethodHandler {
 
 // scrubError is scrubErrors' rule for one error.
 func scrubError(err error) error {
-	if rpc, ok := err.(*jsonrpc.Error); ok && !strings.ContainsAny(rpc.Message, "\"'`") && ownData(rpc.Data) {
+	// memgate's envelope in data marks an error of ours, whose message is
+	// safe whatever it holds ("the store's file is damaged"); without data,
+	// a message that quotes nothing.
+	if rpc, ok := err.(*jsonrpc.Error); ok && ownData(rpc.Data) &&
+		(len(bytes.TrimSpace(rpc.Data)) > 0 || !strings.ContainsAny(rpc.Message, "\"'`")) {
 		return rpc
 	}
 	code := int64(jsonrpc.CodeInternalError)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -90,6 +91,9 @@ func TestProtocolErrorsRepeatNothingSentOverHTTP(t *testing.T) {
 			resp.Body.Close()
 			if strings.Contains(string(b), secretMarker) {
 				t.Errorf("%s (%s): HTTP %d repeats what was sent: %s", r.name, v, resp.StatusCode, b)
+			}
+			if r.code == -32601 && v == server.RevisionStateless && resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s (%s): HTTP %d, want 404 as the SDK answers", r.name, v, resp.StatusCode)
 			}
 			if !strings.Contains(string(b), fmt.Sprintf(`"code":%d`, r.code)) {
 				t.Errorf("%s (%s): HTTP %d %s, want code %d", r.name, v, resp.StatusCode, b, r.code)

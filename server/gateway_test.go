@@ -1010,11 +1010,62 @@ func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 	if status, got := at.batch(at.initialize("2025-03-26", nil), lists); status != 200 || int64(len(got)) != size {
 		t.Fatalf("25 lists at a bound of their size: %d, %d bytes of %d", status, len(got), size)
 	}
+	// One byte less: the last answer does not fit. Its call ran and says
+	// so; every answer is in the array, and the array within the bound.
 	below := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size - 1}, server.Options{})
 	status, got := below.batch(below.initialize("2025-03-26", nil), lists)
-	if status != http.StatusBadRequest || !strings.Contains(string(got), `"code":-32600`) || len(got) > 512 {
-		t.Fatalf("25 lists one byte past the bound: %d %.300s", status, got)
+	codes := batchCodes(t, got)
+	if status != 200 || int64(len(got)) > size-1 || len(codes) != 25 || codes[24] != -32000 || codes[23] != 0 {
+		t.Fatalf("25 lists one byte past the bound: %d, %d bytes, codes %v", status, len(got), codes)
 	}
+	if !strings.Contains(string(got), "the call ran") {
+		t.Fatalf("the call past the bound does not say it ran: %.300s", got[len(got)-300:])
+	}
+	// A bound that holds a few answers: the calls after the first that
+	// does not fit are not run, each answered by its own error.
+	few := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size / 10}, server.Options{})
+	mixed := append([]string{
+		`{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"remember","arguments":{"id":"w","text":"before"}}}`},
+		lists...)
+	mixed = append(mixed, `{"jsonrpc":"2.0","id":"late","method":"tools/call","params":{"name":"remember","arguments":{"id":"late","text":"never"}}}`)
+	status, got = few.batch(few.initialize("2025-03-26", nil), mixed)
+	codes = batchCodes(t, got)
+	ran := 0
+	for ran < len(codes) && codes[ran] == 0 {
+		ran++
+	}
+	if status != 200 || int64(len(got)) > size/10 || len(codes) != len(mixed) || ran < 2 || codes[ran] != -32000 ||
+		!strings.Contains(string(got), "not run") {
+		t.Fatalf("a batch past a small bound: %d, %d bytes, codes %v", status, len(got), codes)
+	}
+	sid = few.initialize("2025-11-25", nil)
+	if res, _ := few.call(sid, "2025-11-25", "get", `{"id":"w"}`, nil); res["memory"] == nil {
+		t.Fatalf("the write before the bound did not run: %v", res)
+	}
+	if res, _ := few.call(sid, "2025-11-25", "get", `{"id":"late"}`, nil); res["memory"] != nil {
+		t.Fatalf("the write after the bound ran: %v", res)
+	}
+}
+
+// batchCodes returns the error code of each answer of a batch's array (0
+// for a result).
+func batchCodes(t *testing.T, body []byte) []int64 {
+	t.Helper()
+	var answers []struct {
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answers); err != nil {
+		t.Fatalf("a batch answer that is not an array: %v %.200s", err, body)
+	}
+	codes := make([]int64, len(answers))
+	for i, a := range answers {
+		if a.Error != nil {
+			codes[i] = a.Error.Code
+		}
+	}
+	return codes
 }
 
 // TestGatewayAnswersMalformedMessagesInJSON: what the SDK would answer in

@@ -145,7 +145,14 @@ func (s *Server) recallContext(ctx context.Context, req *mcp.GetPromptRequest, a
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error
 		r, err = st.Search(ctx, memgate.Query{Text: topic, Limit: limit})
-		r = fitHits(r, s.itemBudget()-len(topic)*6) // the bound on answers holds here too
+		// The bound on answers holds here too: the first hits that fit.
+		b := newMemoryBudget(s.itemBudget() - escapedLen([]byte(topic)))
+		for i, h := range r.Hits {
+			if !b.take(i, h.Memory) {
+				r.Hits = r.Hits[:i]
+				break
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -196,8 +203,7 @@ func (s *Server) reviewMemories(ctx context.Context, req *mcp.GetPromptRequest, 
 		}
 		q.Tags = []string{tag}
 	}
-	it := newItems(s.itemBudget()) // the bound on answers holds here too
-	q.Take = func(i int, m memgate.Memory) bool { return it.take(i, m) }
+	q.Take = newMemoryBudget(s.itemBudget()).take // the bound on answers holds here too
 	var page memgate.Page
 	ns, err := s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
 		var err error

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"sync"
@@ -35,7 +36,7 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	calls := newInflight()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(filterLines(ctx, in, pw, lw, calls)) }()
-	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: answerCounter{lw, calls}})
+	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: answerCounter{lw, calls, int64(s.maxReply)}})
 	pr.Close() // the filter stops at its next line
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
@@ -58,18 +59,48 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // answerCounter is the SDK's side of stdout: it counts the responses that
-// go out, so the filter knows when every call read has its answer.
+// go out, so the filter knows when every call read has its answer, and
+// bounds the answer to a batch.
 type answerCounter struct {
 	w     *lockedWriter
 	calls *inflight
+	limit int64 // the bound of a batch's answers together
 }
 
 func (a answerCounter) Write(p []byte) (int, error) {
+	if b := bytes.TrimSpace(p); len(b) > 0 && b[0] == '[' {
+		return a.writeBatch(p, b)
+	}
 	n, err := a.w.Write(p)
 	if isResponse(p) {
 		a.calls.add(-1)
 	}
 	return n, err
+}
+
+// writeBatch writes the SDK's answer to a batch (the 2025-03-26 revision),
+// which over stdio runs whole before it answers: within the bound as it
+// is, past it as an error to each call, saying that it ran.
+func (a answerCounter) writeBatch(p, b []byte) (int, error) {
+	var answers []struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal(b, &answers)
+	defer a.calls.add(-len(answers))
+	if int64(len(b)) <= a.limit {
+		return a.w.Write(p)
+	}
+	out := []byte{'['}
+	for i, ans := range answers {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, batchError(ans.ID, errBatchRan)...)
+	}
+	if _, err := a.w.Write(append(out, ']', '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (answerCounter) Close() error { return nil }
@@ -163,6 +194,9 @@ func filterLines(ctx context.Context, in io.Reader, sdk, out io.Writer, calls *i
 		if call {
 			calls.add(1)
 		}
+		if line[0] == '[' {
+			calls.add(batchCalls(line)) // answered together, in one array
+		}
 		if _, err := sdk.Write(append(line, '\n')); err != nil {
 			return err
 		}
@@ -172,6 +206,18 @@ func filterLines(ctx context.Context, in io.Reader, sdk, out io.Writer, calls *i
 	}
 	calls.wait(ctx, drainTimeout)
 	return nil
+}
+
+// batchCalls is the number of calls in a batch checkLine let through.
+func batchCalls(line []byte) int {
+	msgs, _ := splitBatch(line)
+	n := 0
+	for _, m := range msgs {
+		if _, call := checkMessage(m); call {
+			n++
+		}
+	}
+	return n
 }
 
 // checkLine returns the error response to a line that is not a JSON-RPC

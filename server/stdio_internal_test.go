@@ -134,3 +134,27 @@ func isString(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '"'
 }
+
+// BenchmarkCheckMessage: what reading a remember call of 64 KiB of text
+// exactly costs before the SDK decodes it again.
+func BenchmarkCheckMessage(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":{"text":"` +
+		strings.Repeat("a plain sentence of memory text. ", 2000) + `","tags":["a","b"],"metadata":{"k":"v"}}}}`)
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if refusal, call := checkMessage(msg); refusal != nil || !call {
+			b.Fatal("refused")
+		}
+	}
+}
+
+func BenchmarkCheckMessageSmall(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"release notes","limit":10}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if refusal, call := checkMessage(msg); refusal != nil || !call {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
 )
 
@@ -220,5 +221,61 @@ func TestRunStdioMatchesKeysExactly(t *testing.T) {
 	}
 	if mustJSON(t, got) != mustJSON(t, want) || batches != 1 {
 		t.Fatalf("answers by id: %v, want %v; %d batches answered\n%s", got, want, batches, out.String())
+	}
+}
+
+// TestRunStdioAnswersBatches: a 2025-03-26 batch that is the last line of
+// input is run and answered before RunStdio returns, and one whose answers
+// together pass the response bound is answered with an error for each of
+// its calls, each saying that it ran.
+func TestRunStdioAnswersBatches(t *testing.T) {
+	pool := newPool(t, 0)
+	const maxText = 1000
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease), MaxTextBytes: maxText,
+		MaxResponseBytes: memgate.MinResponseBytes(maxText)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	run := func(lines ...string) []string {
+		var out syncBuffer
+		in := strings.Join(append(head, lines...), "\n") + "\n"
+		if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+			t.Fatalf("RunStdio: %v", err)
+		}
+		return strings.Split(strings.TrimSpace(out.String()), "\n")
+	}
+	call := func(id, tool, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)
+	}
+	lines := run("[" + call("1", "stats", "{}") + "," + call("2", "remember", `{"id":"w","text":"in a batch"}`) + "]")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "[") || !strings.Contains(lines[1], `"id":2`) {
+		t.Fatalf("a batch at the end of input: %q", lines)
+	}
+	writes := make([]string, 0, 60)
+	for i := range 60 {
+		writes = append(writes, call(fmt.Sprint(10+i), "remember", fmt.Sprintf(`{"id":"c%d","text":"%s"}`, i, strings.Repeat(`\u0001`, maxText))))
+	}
+	run(writes...)
+	lines = run("[" + call("3", "list", `{"limit":1000}`) + "," + call("4", "list", `{"limit":1000}`) + "]")
+	last := lines[len(lines)-1]
+	var answers []struct {
+		ID    int `json:"id"`
+		Error *struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(last), &answers); err != nil || len(answers) != 2 ||
+		int64(len(last)) > int64(memgate.MinResponseBytes(maxText)) {
+		t.Fatalf("a batch past the bound: %v, %d bytes", err, len(last))
+	}
+	for _, a := range answers {
+		if a.Error == nil || a.Error.Code != -32000 || !strings.Contains(a.Error.Message, "ran") {
+			t.Fatalf("answer to call %d of a batch past the bound: %+v (%d bytes) %.300s", a.ID, a.Error, len(last), last)
+		}
 	}
 }

@@ -167,6 +167,7 @@ func BenchmarkSearchCommonTags(b *testing.B) {
 			}{
 				{"words+tags", memgate.Query{Text: strings.Join(words, " "), Tags: tags, Limit: 100}},
 				{"tags", memgate.Query{Tags: tags, Limit: 100}},
+				{"words+team-tags", memgate.Query{Text: strings.Join(words, " "), Tags: tags[:30], Limit: 100}},
 				{"words", memgate.Query{Text: strings.Join(words, " "), Limit: 100}},
 				{"words+tags-any", memgate.Query{Text: strings.Join(words, " "), Tags: tags, TagsMode: memgate.TagsAny, Limit: 100}},
 			} {

@@ -143,7 +143,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	const n = 300
 	for i := range n {
-		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: distinctWords(i, 40)})
+		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: distinctWords(i, 12)}) // 3,600 terms: the close merges them
 	}
 	// The merge at close stops after its first slice: a merge left
 	// unfinished, as when the disk fills up under it.

@@ -68,10 +68,11 @@ type KDFParams struct {
 var DefaultKDF = KDFParams{Time: 3, Memory: 64 << 10, Threads: 4}
 
 // Bounds on the parameters a store may record, so that a damaged or
-// hostile file cannot make an open take hours or all the memory.
+// hostile file cannot make an open take long or most of a small machine's
+// memory: 16 times the default's memory and passes at most.
 const (
-	maxKDFTime   = 64
-	maxKDFMemory = 4 << 20 // KiB: 4 GiB
+	maxKDFTime   = 16
+	maxKDFMemory = 1 << 20 // KiB: 1 GiB
 	saltSize     = 16
 )
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -366,6 +367,9 @@ func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, erro
 	if item.updated, err = o.timestamp("updated_at"); err != nil {
 		return nil, false, err
 	}
+	if item.created != 0 && item.updated != 0 && item.updated < item.created {
+		return nil, false, memgate.Invalid("updated_at", "updated_at must not be earlier than created_at")
+	}
 	if item.w, err = w.Normalize(s.opts.MaxTextBytes); err != nil {
 		return nil, false, err
 	}
@@ -617,6 +621,9 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(w)
+		if errors.Is(err, io.EOF) { // bbolt read the file to its end before its last page
+			err = fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
+		}
 		return err
 	})
 	return n, memgate.Wrap(op, err)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -220,8 +221,8 @@ func (s *Store) closeBolt() error {
 	}
 }
 
-// checkPages walks the page tree of the snapshot tx reads, from the file
-// itself (f, mapped once more, or read with pread), and
+// checkPages walks the page tree of the snapshot tx reads, from bbolt's
+// map of the file (faults there are protect's), and
 // returns ErrDamaged at the first page bbolt could not safely use: a page
 // id past the end of the data, a page reached twice (a cycle, or two owners
 // that a write would both rewrite), an element that points outside its
@@ -257,9 +258,7 @@ func checkPages(f *os.File, tx *bolt.Tx) error {
 	if c.hwm < 3 || c.hwm > uint64(fi.Size())/uint64(ps) {
 		return fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
 	}
-	data, unmap := mapPages(f, int64(c.hwm)*int64(ps))
-	defer unmap()
-	c.f, c.data = f, data
+	c.f, c.data = f, mapped(tx, int(c.hwm)*ps)
 	c.seen = make([]uint64, (c.hwm+63)/64)
 	c.mark(0)
 	c.mark(1)
@@ -455,4 +454,17 @@ func (s *Store) checkFile() error {
 		return nil
 	}
 	return s.readTx("storage.Open", func(tx *bolt.Tx) error { return checkPages(s.file, tx) })
+}
+
+// mapped returns the first size bytes of bbolt's map of the file, which
+// holds still while tx is open (bbolt maps it again only with no
+// transaction open), or nil where the map cannot be reached; checkPages
+// then reads the file with pread.
+func mapped(tx *bolt.Tx, size int) []byte {
+	base := tx.DB().Info().Data
+	if base == 0 || size <= 0 {
+		return nil
+	}
+	// The map is outside the Go heap: a pointer into it is only memory.
+	return unsafe.Slice((*byte)(unsafe.Add(nil, base)), size)
 }

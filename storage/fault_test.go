@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -325,4 +326,42 @@ func TestOpenFindsDamageBboltWouldActOn(t *testing.T) {
 		t.Fatalf("Open of the undamaged file: %v", err)
 	}
 	s.Close()
+}
+
+// BenchmarkOpenChecked opens a store of 50,000 memories (about 24 MB) and
+// closes it: the cost of the page check at open, against BenchmarkOpenClose.
+func BenchmarkOpenChecked(b *testing.B) {
+	s, _ := benchStore(b, 50000, false)
+	path := s.Path()
+	s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A file cut short while its store is open fails a backup as damage.
+func TestBackupOfAFileCutShortIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, damageFixture(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Truncate(path, 3*4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Backup(context.Background(), io.Discard)
+	wantDamaged(t, "Backup", err)
+	_, err = s.Get(context.Background(), "m1")
+	wantDamaged(t, "Get after the damage was found", err)
 }

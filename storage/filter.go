@@ -89,14 +89,6 @@ func (d direction) before(a, b uint64) bool {
 	return a < b
 }
 
-// next is the first target after doc in the walk's order.
-func (d direction) next(doc uint64) uint64 {
-	if d == descending {
-		return doc - 1 // doc 1 gives 0, the end
-	}
-	return doc + 1
-}
-
 // postingIter walks one term's list in a snapshot: the merged chunks on
 // disk, then the tail's postings (all above the last merged one).
 type postingIter struct {
@@ -110,6 +102,7 @@ type postingIter struct {
 	onDisk bool // in chunk, else in tail
 	i      int  // the position in chunk or tail
 	cur    uint64
+	run    [2]uint64 // has: the span of the last chunk found whole, undecoded
 }
 
 func (it *postingIter) match(k []byte) bool {
@@ -394,6 +387,34 @@ func (it *postingIter) count(maxChunks int) (n, chunks int, whole bool, err erro
 	return n + len(it.tail), chunks, true, nil
 }
 
+// ordering says when newFilter counts and orders a filter's groups.
+type ordering int
+
+const (
+	orderSeveral ordering = iota // when there are several: walks
+	orderAlways                  // a ranking's, whose size decides its path
+)
+
+// fresh returns a filter over the same lists as f, in f's order, every list
+// at its start: to probe (has) after f has walked.
+func (f *filter) fresh(v *view, w *walk) (*filter, error) {
+	out := &filter{dir: f.dir}
+	for _, g := range f.groups {
+		lists := make([]*postingIter, 0, len(g.lists))
+		for _, l := range g.lists {
+			it, err := v.iter(w, l.term, f.dir)
+			if err != nil {
+				return nil, err
+			}
+			lists = append(lists, it)
+		}
+		ng := newGroup(f.dir, lists)
+		ng.cost, ng.whole = g.cost, g.whole
+		out.groups = append(out.groups, ng)
+	}
+	return out, nil
+}
+
 // group is a union of lists (tags in "any" mode; one list otherwise): a
 // document is in it when it is in any of them.
 type group struct {
@@ -461,9 +482,8 @@ type filter struct {
 
 // newFilter starts the walk of the documents that carry the tags (all or
 // any, by mode) and match every metadata pair; nil when there are neither.
-// Its groups are counted and ordered when there are several, or when it
-// will be joined to a ranking's terms (ranked).
-func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, ranked bool) (*filter, error) {
+// Its groups are counted and ordered as order says.
+func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, order ordering) (*filter, error) {
 	if len(tags) == 0 && len(md) == 0 {
 		return nil, nil
 	}
@@ -491,7 +511,7 @@ func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[s
 		}
 		f.groups = append(f.groups, newGroup(dir, lists))
 	}
-	if len(f.groups) > 1 || ranked {
+	if order == orderAlways || order == orderSeveral && len(f.groups) > 1 {
 		if err := f.order(); err != nil {
 			return nil, err
 		}
@@ -571,6 +591,9 @@ func (it *postingIter) has(doc uint64) (bool, error) {
 		_, ok := slices.BinarySearchFunc(it.tail, doc, func(p posting, d uint64) int { return cmpDoc(p.doc, d) })
 		return ok, nil
 	}
+	if it.run[1] != 0 && it.run[0] <= doc && doc <= it.run[1] {
+		return true, nil
+	}
 	if !it.onDisk || doc < it.chunk[0].doc || doc > it.chunk[len(it.chunk)-1].doc {
 		if err := it.w.step(); err != nil {
 			return false, err
@@ -586,12 +609,18 @@ func (it *postingIter) has(doc uint64) (bool, error) {
 		if !it.match(k) {
 			return false, nil
 		}
-		plain, _, last, err := it.header(k, val)
+		plain, first, last, err := it.header(k, val)
 		if err != nil {
 			return false, err
 		}
 		if doc > last {
 			return false, nil
+		}
+		// A chunk that holds every document of its span (a tag every
+		// memory carries) answers from its header, undecoded.
+		if n, _, _, _ := chunkHeader(first, plain); uint64(n) == last-first+1 {
+			it.run = [2]uint64{first, last}
+			return true, nil
 		}
 		if err := it.load(k, plain); err != nil {
 			return false, err

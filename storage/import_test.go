@@ -80,6 +80,8 @@ func TestImportTimestampsTheStoreCanOrder(t *testing.T) {
 			importFails(t, s, fmt.Sprintf(`{"text":"a",%q:%q}`, field, ts), memgate.CodeInvalidArgument, field, 1)
 		}
 	}
+	importFails(t, s, `{"text":"a","created_at":"2020-01-02T00:00:00Z","updated_at":"2020-01-01T23:59:59Z"}`,
+		memgate.CodeInvalidArgument, "updated_at", 1)
 	for i, ts := range []string{"1970-01-01T00:00:00.000000001Z", "2262-04-11T23:47:16Z", "2000-01-01T01:00:00+01:00"} {
 		in := fmt.Sprintf(`{"id":"m%d","text":"a","created_at":%q,"updated_at":%q}`, i, ts, ts)
 		if _, err := s.Import(context.Background(), strings.NewReader(in), ""); err != nil {

@@ -290,7 +290,7 @@ var (
 
 // listNewest is a narrowed listing in update order.
 func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
-	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, false)
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, orderSeveral)
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,7 @@ func (n narrowing) has(doc uint64) (bool, error) {
 }
 
 func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narrowing, error) {
-	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, false)
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, orderSeveral)
 	if err != nil {
 		return narrowing{}, err
 	}
@@ -409,12 +409,12 @@ func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narr
 		if doc == ascending.end() {
 			return narrowing{set: set}, nil
 		}
-		if len(set) == gatherMax {
+		if len(set) == gatherMax || dense(len(set), doc, v.seq, gatherMax) {
 			break
 		}
 		set = append(set, doc)
 		target = doc + 1
 	}
-	probe, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, false)
+	probe, err := f.fresh(v, w)
 	return narrowing{filter: probe}, err
 }

@@ -384,7 +384,13 @@ func (s *Store) Path() string { return s.path }
 // closeMerge is the tail size from which Close merges it. Rebuilding a
 // tail at open costs about 12 µs a document; a merge costs a commit (two
 // fsyncs) once, and a store is opened again far more often than written.
-const closeMerge = 16
+// closeMergeTerms bounds the merge at close to two slices: a tail of many
+// distinct terms would make a shutdown take seconds per store, so it stays
+// unmerged and the next open rebuilds it from the records instead.
+const (
+	closeMerge      = 16
+	closeMergeTerms = 2 * 2048
+)
 
 // Close waits for pending writes to commit, merges a large index tail so
 // the next open has little to rebuild, and closes the file. It is safe to
@@ -392,7 +398,9 @@ const closeMerge = 16
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.write.close()
-		if s.tail.Load().len() >= closeMerge && !s.write.unmerged && !s.damaged.Load() && !s.db.IsReadOnly() {
+		tl := s.tail.Load()
+		if tl.len() >= closeMerge && tl.termCount() <= closeMergeTerms &&
+			!s.write.unmerged && !s.damaged.Load() && !s.db.IsReadOnly() {
 			if err := s.merge(); err != nil {
 				// Not lost: the next open rebuilds the tail from the records.
 				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)

@@ -192,6 +192,14 @@ func (t *tail) len() int {
 	return t.size
 }
 
+// termCount is the number of distinct terms in the tail: what a merge of
+// it costs, one chunk append each.
+func (t *tail) termCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.terms)
+}
+
 // DefaultMergeBytes is the bound of one store's tail when
 // Options.MergeBytes is 0.
 const DefaultMergeBytes = 32 << 20

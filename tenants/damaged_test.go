@@ -359,3 +359,93 @@ func TestCloseDoesNotWaitForAHungOpenPastItsContext(t *testing.T) {
 		t.Fatalf("the hung lease: %v", err)
 	}
 }
+
+// A store found damaged while open is closed when its last lease ends, so
+// that a file restored from a backup is served without a restart.
+func TestStoreFoundDamagedIsClosedAndItsRestoredFileServed(t *testing.T) {
+	dir := t.TempDir()
+	p, err := NewPool(Options{Dir: dir, Store: storage.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSoon(t, p)
+	ctx := t.Context()
+	st, release, err := p.Lease(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Put(ctx, memgate.Write{ID: "kept", Text: "a memory worth a backup"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stores", "victim", storage.FileName)
+	backup, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+
+	damage(t, path) // under the open store's map
+	st, release, err = p.Lease(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, "kept"); memgate.ErrorCode(err) != memgate.CodeUnavailable || !st.Damaged() {
+		t.Fatalf("get from a damaged store: %v (damaged %v)", err, st.Damaged())
+	}
+	release()
+	for i := 0; p.openCount() != 0; i++ {
+		if i == 3000 {
+			t.Fatal("the damaged store was never closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	if err := os.WriteFile(path, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, release, err = p.Lease(ctx, "victim")
+	if err != nil {
+		t.Fatalf("lease of the restored store: %v", err)
+	}
+	defer release()
+	if m, err := st.Get(ctx, "kept"); err != nil || m.Text != "a memory worth a backup" {
+		t.Fatalf("get from the restored store: %v %q", err, m.Text)
+	}
+}
+
+// A shutdown whose deadline has passed still closes every store that is
+// open, so each lets go of its file, and says nothing of stores "still
+// opening" that were not.
+func TestCloseAfterItsDeadlineStillClosesOpenStores(t *testing.T) {
+	dir := t.TempDir()
+	p, err := NewPool(Options{Dir: dir, Store: storage.Options{NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []memgate.Namespace{"a", "b", "c", "d", "e", "f"}
+	for _, ns := range names {
+		st, release, err := p.Lease(t.Context(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.Put(t.Context(), memgate.Write{ID: "x", Text: "kept"}); err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close after its deadline: %v", err)
+	}
+	for _, ns := range names {
+		s, err := storage.Open(filepath.Join(dir, "stores", string(ns), storage.FileName), storage.Options{NoSync: true})
+		if err != nil {
+			t.Fatalf("store %s after the pool closed: %v", ns, err)
+		}
+		s.Close()
+	}
+}

@@ -60,8 +60,8 @@ const ProjectFile = "project"
 
 var errProjectTaken = &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "tenants.project",
 	Details: map[string]any{"field": "project-dir"},
-	Message: "this project's namespace already holds the store of another folder, whose name differs from " +
-		"this one's only in case, punctuation or past 55 bytes; rename one of the folders, or give this one " +
+	Message: "this project's namespace already holds the store of another folder (their names look alike " +
+		"and their paths share the namespace's hash); rename one of the folders, or give this one " +
 		"a namespace of its own with --namespace-strategy fixed --namespace NAME"}
 
 // DefaultRetryOpenAfter is the default of Options.RetryOpenAfter.
@@ -367,7 +367,23 @@ func (p *Pool) release(e *entry) {
 	if e.leases == 0 {
 		p.idle.Broadcast()
 	}
+	// A store found damaged is closed once its last lease ends, so that
+	// the next call opens the file again: a file restored from a backup
+	// is then served without a restart, and one still damaged is refused
+	// at open and remembered as failed.
+	retire := e.leases == 0 && e.store != nil && e.store.Damaged() && !p.closed
+	if retire {
+		if cur, ok := p.lru.Peek(e.ns); ok && cur == e {
+			p.lru.Remove(e.ns)
+			p.closing[e.ns] = make(chan struct{})
+		} else {
+			retire = false
+		}
+	}
 	p.mu.Unlock()
+	if retire {
+		go p.closeEntry(e)
+	}
 }
 
 // open opens ns's store inside the stores folder.
@@ -512,29 +528,28 @@ func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.reaper.Wait()
 
-	var errs []error
+	// Stores close side by side, a few at a time: each waits for its
+	// writes and may merge its index, and one slow store must not spend
+	// the others' shutdown grace.
+	var (
+		errs  []error
+		errMu sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, closeParallel)
+	)
 	for _, e := range all {
-		opened := false
-		select {
-		case <-e.ready:
-			opened = e.err == nil
-		case <-ctx.Done():
-			// An open still running past the deadline: its store, if it
-			// ever opens, is left to the process's exit.
-			errs = append(errs, errors.New("a store was still opening when the pool closed"))
-		}
-		if opened {
-			if err := e.store.Close(); err != nil {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := p.closeAtShutdown(ctx, e); err != nil {
+				errMu.Lock()
 				errs = append(errs, err)
+				errMu.Unlock()
 			}
-		}
-		p.mu.Lock()
-		if done := p.closing[e.ns]; done != nil {
-			delete(p.closing, e.ns)
-			close(done)
-		}
-		p.mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	// Wait for evictions still closing their stores.
 	for {
 		p.mu.Lock()
@@ -551,6 +566,36 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	errs = append(errs, p.root.Close())
 	return errors.Join(errs...)
+}
+
+// closeParallel is how many stores a shutdown closes at once.
+const closeParallel = 4
+
+// closeAtShutdown closes e's store once its open has ended. An open that
+// ended is closed even when ctx has too, so that a late deadline never
+// leaves an opened store unflushed; one still running past the deadline is
+// left to the process's exit.
+func (p *Pool) closeAtShutdown(ctx context.Context, e *entry) error {
+	var err error
+	select {
+	case <-e.ready:
+	default:
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			err = errors.New("a store was still opening when the pool closed")
+		}
+	}
+	if err == nil && e.err == nil {
+		err = e.store.Close()
+	}
+	p.mu.Lock()
+	if done := p.closing[e.ns]; done != nil {
+		delete(p.closing, e.ns)
+		close(done)
+	}
+	p.mu.Unlock()
+	return err
 }
 
 // leased reports whether any store is leased. Called with p.mu held.
