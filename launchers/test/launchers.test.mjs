@@ -341,13 +341,28 @@ launcherTests('npm', () => {
   fs.mkdirSync(prefix);
   fs.writeFileSync(path.join(prefix, 'package.json'), '{"private": true}\n');
   sh('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', path.join(tmp, packed)], { cwd: prefix });
-  // npx finds the installed bin and never asks a registry.
-  const r = spawnSync('npx', ['--offline', '--no', 'memgate-mcp', 'version'], {
-    cwd: prefix, encoding: 'utf8', env: launcherEnv(path.join(tmp, 'npx-cache'), { MEMGATE_BINARY: path.join(dist, asset) }),
-  });
-  assert.equal(r.status, 0, `npx memgate-mcp: ${r.stderr}`);
-  assert.match(r.stdout, /^memgate v/);
   return path.join(prefix, 'node_modules', '.bin', `memgate-mcp${process.platform === 'win32' ? '.cmd' : ''}`);
+});
+
+test('npx memgate-mcp verify passes in the folder it is installed in', async (t) => {
+  if (!have('npx', ['--version'])) return missing(t, 'npx', 'install Node.js 18 or newer with npm');
+  const prefix = path.join(tmp, 'npm-install');
+  if (!fs.existsSync(path.join(prefix, 'node_modules', 'memgate-mcp'))) return missing(t, 'the npm launcher', 'see above');
+  // npx finds the installed bin and never asks a registry.
+  const r = await new Promise((resolve, reject) => {
+    const child = spawn('npx', ['--offline', '--no', 'memgate-mcp', 'verify'], {
+      cwd: prefix, env: launcherEnv(path.join(tmp, 'npx-cache'), { MEMGATE_DOWNLOAD_BASE: `${base}/good` }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
+    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^memgate verify: ok \(7 tools, \d+ms\)\n$/);
 });
 
 launcherTests('python', () => {
