@@ -141,6 +141,9 @@ type ImportReport struct {
 	Lines      int `json:"lines"`
 }
 
+// utf8BOM is the byte order mark an import skips at the start of its input.
+var utf8BOM = []byte("\ufeff")
+
 // importBatch is how many memories share one transaction during an import.
 const importBatch = 1000
 
@@ -232,7 +235,11 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 	}
 	for sc.Scan() {
 		rep.Lines++
-		line := bytes.TrimSpace(sc.Bytes())
+		line := sc.Bytes()
+		if rep.Lines == 1 {
+			line = bytes.TrimPrefix(line, utf8BOM) // as some editors save UTF-8
+		}
+		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}

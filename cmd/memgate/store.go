@@ -319,13 +319,15 @@ func writeAtomically(path string, fn func(w io.Writer) error) error {
 }
 
 type importCmd struct {
-	File       string `arg:"" placeholder:"FILE|-" help:"JSON Lines file, or - for standard input."`
+	File       string `arg:"" optional:"" placeholder:"FILE|-" help:"JSON Lines file, or - for standard input (the default when standard input is not a terminal)."`
 	OnConflict string `name:"on-conflict" default:"skip" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`
 }
 
 // Run imports straight into the store (storage.Import), in batches of a
 // thousand memories per commit. Unlike remember, it does not look for
-// credentials: it reads files the operator chose.
+// credentials: it reads files the operator chose. Without a file it reads
+// standard input, unless that is a terminal. A failed import says how many
+// memories it had committed before the line that stopped it: those stay.
 func (c *importCmd) Run(a *app) error {
 	switch c.OnConflict {
 	case storage.ImportSkip, storage.ImportOverwrite, storage.ImportFail:
@@ -333,24 +335,61 @@ func (c *importCmd) Run(a *app) error {
 		return usageError{errors.New("--on-conflict: must be skip, overwrite or fail")}
 	}
 	var r io.Reader = a.stdin
-	if c.File != "-" {
+	switch c.File {
+	case "-":
+	case "":
+		if isTerminal(a.stdin) {
+			return usageError{errors.New("import: give a FILE, or - to read standard input")}
+		}
+	default:
 		f, err := os.Open(c.File)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err != nil {
+			return err
+		} else if st.IsDir() {
+			return errors.New("import: FILE is a folder, not a file")
+		}
 		r = f
 	}
 	return a.withStore(func(st *storage.Store, ns memgate.Namespace) error {
 		rep, err := st.Import(a.ctx, r, c.OnConflict)
 		if err != nil {
-			return err
+			return importError(err, rep)
 		}
 		return a.printJSON(struct {
 			Namespace memgate.Namespace `json:"namespace"`
 			storage.ImportReport
 		}{ns, rep})
 	})
+}
+
+// importError adds to the error of a failed import how many memories it
+// committed before it.
+func importError(err error, rep storage.ImportReport) error {
+	e := memgate.AsError("cmd.import", err)
+	if e.Code == memgate.CodeInternal || e.Code == "" {
+		return err
+	}
+	details := map[string]any{"imported": rep.Imported}
+	for k, v := range e.Details {
+		details[k] = v
+	}
+	return &memgate.Error{Code: e.Code, Details: details, Cause: e.Cause,
+		Message: fmt.Sprintf("%s (%d memories were imported before it, and stay)", e.Message, rep.Imported)}
+}
+
+// isTerminal reports whether r is a terminal (a character device), which
+// holds no file of memories.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 type backupCmd struct {
