@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/memgate/memgate/tenants"
@@ -15,7 +16,8 @@ import (
 // serveHTTP serves MCP over streamable HTTP until a signal comes, then shuts
 // the gateway down gracefully; withPool closes (and flushes) every store
 // after it. Once the listener is bound it prints one line on stdout:
-// "memgate listening on http://ADDR/PATH".
+// "memgate listening on http://ADDR/PATH", with an address a client on this
+// machine can use (see clientHost).
 func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	f := &a.cfg.HTTP
 	setup, err := a.authenticator()
@@ -48,7 +50,12 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return fmt.Errorf("--bind: cannot listen: %w", err)
 	}
-	fmt.Fprintf(a.stdout, "memgate listening on http://%s%s\n", ln.Addr(), f.Path)
+	host, all := clientHost(ln.Addr())
+	if all {
+		a.log.Warn("listening on all interfaces; other machines reach this server at this machine's address",
+			"op", "cmd.serve", "addr", host)
+	}
+	fmt.Fprintf(a.stdout, "memgate listening on http://%s%s\n", host, f.Path)
 	start := time.Now()
 	a.log.Info("serving", "op", "cmd.serve", "transport", "http", "auth", setup.Mode,
 		"strategy", a.cfg.NamespaceStrategy, "namespace_arg", a.cfg.NamespaceArg, "write_mode", a.cfg.WriteMode)
@@ -70,4 +77,16 @@ func (a *app) storesReady(context.Context) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// clientHost returns the host:port of a bound listener as a client on this
+// machine dials it: a listener on every interface (0.0.0.0 or [::]) is
+// reached at 127.0.0.1, and all says it also serves other machines. Go's
+// listener on [::] takes IPv4 as well.
+func clientHost(addr net.Addr) (host string, all bool) {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok || (len(ta.IP) > 0 && !ta.IP.IsUnspecified()) {
+		return addr.String(), false
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port)), true
 }
