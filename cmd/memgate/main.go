@@ -45,7 +45,7 @@ type cli struct {
 	Candidates candidatesCmd `cmd:"" help:"List, approve or reject the memories proposed in --write-mode candidate."`
 	Rekey      rekeyCmd      `cmd:"" help:"Re-encrypt every store under a new passphrase (from --new-passphrase-env's variable)."`
 	Invoke     invokeCmd     `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
-	Verify     verifyCmd     `cmd:"" help:"Check this installation end to end in a temporary folder."`
+	Verify     verifyCmd     `cmd:"" help:"Check this installation and its configuration end to end, on a temporary folder."`
 	Version    versionCmd    `cmd:"" help:"Print the version."`
 }
 
@@ -85,7 +85,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	cfg := Config(c.Flags)
 	switch kctx.Command() {
-	case "version", "verify": // they use none of it
+	case "version": // it uses none of it
 	default:
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}

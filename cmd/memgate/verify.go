@@ -8,13 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/storage"
 )
 
 // verifyTimeout bounds a whole verify run.
@@ -22,14 +25,17 @@ const verifyTimeout = 30 * time.Second
 
 type verifyCmd struct{}
 
-// Run starts this binary's `serve` over stdio in a temporary data folder,
-// with none of the MEMGATE_ variables of the environment (the check is of
-// the binary, not of a configuration), and goes through every tool as an
-// MCP client would. It prints one line: ok with the tool count and the time
-// taken on stdout, or the failing step on stderr.
+// Run checks the configuration it is given, then starts this binary's
+// `serve` over stdio with that configuration's server settings (write
+// mode, disabled tools, limits, encryption and its passphrase) on a
+// temporary data folder, and goes through every tool it serves as an MCP
+// client would. The configured data folder is checked for what serve needs
+// of it (the stores folder exists or can be made, and takes a new file);
+// its stores are not touched. It prints one line: ok with the tool count
+// and the time taken on stdout, or the failing step on stderr.
 func (c *verifyCmd) Run(a *app) error {
 	start := time.Now()
-	tools, step, err := verify(a.ctx)
+	tools, step, err := verify(a)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "memgate verify: failed at %s: %s\n", step, oneLine(err.Error()))
 		return &verifyError{step: step}
@@ -40,15 +46,62 @@ func (c *verifyCmd) Run(a *app) error {
 
 // verifyMemory is the memory verify writes, finds and forgets.
 const (
-	verifyID    = "memgate-verify"
-	verifyText  = "The memgate installation check wrote this memory about a purple giraffe."
-	verifyQuery = "purple giraffe"
+	verifyID          = "memgate-verify"
+	verifyCandidateID = "memgate-verify-candidate"
+	verifyText        = "The memgate installation check wrote this memory about a purple giraffe."
+	verifyQuery       = "purple giraffe"
+	verifyNamespace   = "verify"
 )
 
+// verifyServeArgs are the flags of the serve that verify starts: the
+// server settings of cfg, on dir.
+func verifyServeArgs(cfg *Config, dir string) []string {
+	args := []string{"serve", "--transport", "stdio", "--data-dir", dir,
+		"--namespace-strategy", "fixed", "--namespace", verifyNamespace, "--log", "warn",
+		"--write-mode", cfg.WriteMode,
+		"--max-memory-bytes", strconv.Itoa(cfg.MaxMemoryBytes),
+		"--max-response-bytes", strconv.Itoa(cfg.MaxResponseBytes)}
+	for _, t := range cfg.DisableTool {
+		args = append(args, "--disable-tool", t)
+	}
+	if cfg.AllowSecrets {
+		args = append(args, "--allow-secrets")
+	}
+	if cfg.NamespaceArg {
+		args = append(args, "--namespace-arg")
+	}
+	if cfg.Encryption.Encrypt {
+		args = append(args, "--encrypt", "--passphrase-env", cfg.Encryption.PassphraseEnv)
+	}
+	return args
+}
+
+// servedTools are the tools a server of cfg lists.
+func servedTools(cfg *Config) []string {
+	var names []string
+	for _, name := range server.ToolNames {
+		off := slices.Contains(cfg.DisableTool, name) ||
+			cfg.WriteMode == server.WriteReadOnly && (name == server.ToolRemember || name == server.ToolForget) ||
+			cfg.WriteMode == server.WriteCandidate && name == server.ToolForget
+		if !off {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // verify returns the number of tools served, or the step that failed and why.
-func verify(ctx context.Context) (tools int, step string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+func verify(a *app) (tools int, step string, err error) {
+	ctx, cancel := context.WithTimeout(a.ctx, verifyTimeout)
 	defer cancel()
+	step = "data dir"
+	if err := a.storesReady(ctx); err != nil {
+		return 0, step, errors.New("the data folder cannot hold stores: it is not a folder, or not writable")
+	}
+	step = "encryption"
+	if _, err := a.encryption(); err != nil {
+		return 0, step, err
+	}
 	step = "start"
 	exe, err := os.Executable()
 	if err != nil {
@@ -60,8 +113,21 @@ func verify(ctx context.Context) (tools int, step string, err error) {
 	}
 	defer os.RemoveAll(dir)
 
-	cmd := exec.Command(exe, "serve", "--data-dir", dir, "--namespace", "verify", "--log", "warn")
+	served := servedTools(a.cfg)
+	writes := a.cfg.WriteMode == server.WriteFull && slices.Contains(served, server.ToolRemember)
+	if !writes {
+		// The server will not write the memory: it is there before it starts.
+		step = "seed"
+		if err := seedVerify(a, dir); err != nil {
+			return 0, step, err
+		}
+	}
+
+	cmd := exec.Command(exe, verifyServeArgs(a.cfg, dir)...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envPrefix) })
+	if a.cfg.Encryption.Encrypt {
+		cmd.Env = append(cmd.Env, a.cfg.Encryption.PassphraseEnv+"="+a.getenv(a.cfg.Encryption.PassphraseEnv))
+	}
 	stderr := &lastLine{}
 	cmd.Stderr = stderr
 	step = "initialize"
@@ -77,21 +143,27 @@ func verify(ctx context.Context) (tools int, step string, err error) {
 		}
 	}()
 
-	v := &verifier{ctx: ctx, cs: cs}
+	v := &verifier{ctx: ctx, cs: cs, served: served}
+	serves := func(name string) bool { return slices.Contains(served, name) }
 	for _, s := range []struct {
 		name string
+		run  bool
 		fn   func() error
 	}{
-		{"tools/list", func() error { return v.listTools(&tools) }},
-		{"remember", v.remember},
-		{"get", v.get},
-		{"search", v.search},
-		{"list", v.list},
-		{"stats", v.stats},
-		{"export", v.export},
-		{"forget", v.forget},
-		{"get after forget", v.gone},
+		{"tools/list", true, func() error { return v.listTools(&tools) }},
+		{"remember", writes, v.remember},
+		{"remember a candidate", a.cfg.WriteMode == server.WriteCandidate && serves(server.ToolRemember), v.propose},
+		{"get", serves(server.ToolGet), v.get},
+		{"search", serves(server.ToolSearch), v.search},
+		{"list", serves(server.ToolList), v.list},
+		{"stats", serves(server.ToolStats), v.stats},
+		{"export", serves(server.ToolExport), v.export},
+		{"forget", serves(server.ToolForget), v.forget},
+		{"get after forget", serves(server.ToolForget) && serves(server.ToolGet), v.gone},
 	} {
+		if !s.run {
+			continue
+		}
 		step = s.name
 		if err := s.fn(); err != nil {
 			return 0, step, withServerLine(err, stderr)
@@ -105,10 +177,24 @@ func verify(ctx context.Context) (tools int, step string, err error) {
 	return tools, "", nil
 }
 
+// seedVerify writes the memory verify reads into the store of dir, with
+// the encryption of the configuration, for a server that does not write.
+func seedVerify(a *app, dir string) error {
+	cfg := *a.cfg
+	cfg.DataDir, cfg.Namespace, cfg.NamespaceStrategy, cfg.ProjectDir = dir, verifyNamespace, "fixed", ""
+	seeder := *a
+	seeder.cfg = &cfg
+	return seeder.withStore(func(st *storage.Store, _ memgate.Namespace) error {
+		_, _, err := st.Put(a.ctx, memgate.Write{ID: verifyID, Text: verifyText, Title: "Installation check", Tags: []string{"verify"}})
+		return err
+	})
+}
+
 // verifier holds the session of one verify run.
 type verifier struct {
-	ctx context.Context
-	cs  *mcp.ClientSession
+	ctx    context.Context
+	cs     *mcp.ClientSession
+	served []string // the tools the configuration serves
 }
 
 func (v *verifier) listTools(n *int) error {
@@ -117,7 +203,7 @@ func (v *verifier) listTools(n *int) error {
 		return err
 	}
 	var missing []string
-	for _, name := range server.ToolNames {
+	for _, name := range v.served {
 		if !slices.ContainsFunc(res.Tools, func(t *mcp.Tool) bool { return t.Name == name && t.OutputSchema != nil }) {
 			missing = append(missing, name)
 		}
@@ -125,7 +211,25 @@ func (v *verifier) listTools(n *int) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("tools missing or without an output schema: %s", strings.Join(missing, ", "))
 	}
+	if len(res.Tools) != len(v.served) {
+		return fmt.Errorf("%d tools listed, want the %d the configuration serves", len(res.Tools), len(v.served))
+	}
 	*n = len(res.Tools)
+	return nil
+}
+
+// propose checks that remember, in candidate mode, keeps a candidate.
+func (v *verifier) propose() error {
+	var r struct {
+		Memory    verifyMemory `json:"memory"`
+		Candidate bool         `json:"candidate"`
+	}
+	if _, err := v.call(server.ToolRemember, map[string]any{"id": verifyCandidateID, "text": verifyText}, &r); err != nil {
+		return err
+	}
+	if !r.Candidate || r.Memory.ID != verifyCandidateID {
+		return errors.New("remember did not keep a candidate")
+	}
 	return nil
 }
 

@@ -10,8 +10,8 @@ func TestVerify(t *testing.T) {
 	// verify starts os.Executable, this test binary, which runs main when
 	// mainEnv says so (TestMain).
 	t.Setenv(mainEnv, "1")
-	t.Setenv("MEMGATE_DISABLE_TOOL", "search") // verify ignores the caller's configuration
-	r := mg(t, env{}, "", "verify")
+	t.Setenv("MEMGATE_DISABLE_TOOL", "search") // the served binary takes its configuration from verify alone
+	r := mg(t, env{}, "", "verify", "--data-dir", t.TempDir())
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -22,7 +22,7 @@ func TestVerify(t *testing.T) {
 
 func TestVerifyReportsTheFailingStep(t *testing.T) {
 	t.Setenv(brokenEnv, "1")
-	r := mg(t, env{}, "", "verify")
+	r := mg(t, env{}, "", "verify", "--data-dir", t.TempDir())
 	if r.code != 1 || r.stdout != "" {
 		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
 	}
