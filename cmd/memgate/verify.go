@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +32,9 @@ type verifyCmd struct{}
 // mode, disabled tools, limits, encryption and its passphrase) on a
 // temporary data folder, and goes through every tool it serves as an MCP
 // client would. The configured data folder is checked for what serve needs
-// of it (the stores folder exists or can be made, and takes a new file);
-// its stores are not touched. It prints one line: ok with the tool count
-// and the time taken on stdout, or the failing step on stderr.
+// of it (dataDirUsable); it is not made, and its stores are not touched. It
+// prints one line: ok with the tool count and the time taken on stdout, or
+// the failing step on stderr.
 func (c *verifyCmd) Run(a *app) error {
 	start := time.Now()
 	tools, step, err := verify(a)
@@ -95,8 +97,8 @@ func verify(a *app) (tools int, step string, err error) {
 	ctx, cancel := context.WithTimeout(a.ctx, verifyTimeout)
 	defer cancel()
 	step = "data dir"
-	if err := a.storesReady(ctx); err != nil {
-		return 0, step, errors.New("the data folder cannot hold stores: it is not a folder, or not writable")
+	if err := dataDirUsable(a.cfg.DataDir); err != nil {
+		return 0, step, err
 	}
 	step = "encryption"
 	if _, err := a.encryption(); err != nil {
@@ -175,6 +177,30 @@ func verify(a *app) (tools int, step string, err error) {
 		return 0, step, withServerLine(err, stderr)
 	}
 	return tools, "", nil
+}
+
+// dataDirUsable reports whether serve can keep its stores in dir: dir is a
+// folder that takes a new file, or, when it is not there yet, the nearest
+// folder above it is, so that serve can make it. It leaves dir as it was.
+func dataDirUsable(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		switch {
+		case err == nil && !fi.IsDir():
+			return errors.New("the data folder, or a folder above it, is a file")
+		case err == nil:
+			f, err := os.CreateTemp(d, ".memgate-verify-*")
+			if err != nil {
+				return errors.New("the data folder cannot be written to")
+			}
+			f.Close()
+			return os.Remove(f.Name())
+		case !errors.Is(err, fs.ErrNotExist):
+			return errors.New("the data folder cannot be read")
+		case filepath.Dir(d) == d:
+			return errors.New("no folder above the data folder exists")
+		}
+	}
 }
 
 // seedVerify writes the memory verify reads into the store of dir, with

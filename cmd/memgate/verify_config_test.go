@@ -51,6 +51,19 @@ func TestVerifyFailsOnAConfigurationThatCannotServe(t *testing.T) {
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "memgate verify: failed at data dir: ") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+	// A data folder not there yet is one serve makes: verify passes and
+	// leaves it unmade.
+	absent := filepath.Join(t.TempDir(), "new", "memgate")
+	if r := mg(t, env{}, "", "verify", "--data-dir", absent); r.code != 0 {
+		t.Fatalf("absent data folder: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(absent)); !os.IsNotExist(err) {
+		t.Fatalf("verify made the data folder: %v", err)
+	}
+	r = mg(t, env{}, "", "verify", "--data-dir", filepath.Join(file, "below"))
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "memgate verify: failed at data dir: ") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = mg(t, env{}, "", "verify", "--data-dir", t.TempDir(), "--encrypt")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "memgate verify: failed at encryption: --encrypt: the passphrase variable MEMGATE_PASSPHRASE is unset") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
