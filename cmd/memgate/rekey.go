@@ -11,19 +11,23 @@ import (
 )
 
 // rekeyCmd re-encrypts every store of the data folder under a new
-// passphrase (or, with --from-plain, encrypts plain stores). Each store is
-// rewritten beside itself and renamed into place (storage.Rekey), so a
-// crash leaves each one whole under the old passphrase or the new; a store
-// already under the new passphrase is left alone, so running the command
-// again after a crash finishes the job. Every store comes out bound to the
-// namespace of its folder.
+// passphrase (or, with --from-plain, encrypts plain stores, and re-keys the
+// encrypted ones too when the current passphrase is set). It checks every
+// store before it changes any: a store it could not finish (a plain one
+// without --from-plain, a passphrase that does not open it, another
+// namespace's) refuses the run, naming it. Each store is rewritten beside
+// itself and renamed into place (storage.Rekey), so a crash leaves each one
+// whole under the old passphrase or the new; a store already under the new
+// passphrase is left alone, so running the command again after a crash
+// finishes the job. Every store comes out bound to the namespace of its
+// folder. The count line is printed however the run ends.
 //
 // With --from-namespace it moves one store instead: the store in
 // --namespace's folder, copied there from another namespace's, is rekeyed
 // from that namespace's binding to its own.
 type rekeyCmd struct {
 	NewPassphraseEnv string `name:"new-passphrase-env" default:"MEMGATE_NEW_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the new passphrase (the current one is in --passphrase-env's)."`
-	FromPlain        bool   `name:"from-plain" help:"The stores are plain: encrypt them under the new passphrase (no current passphrase needed)."`
+	FromPlain        bool   `name:"from-plain" help:"Encrypt the plain stores under the new passphrase (no current passphrase needed); with the current one set too, re-key the encrypted stores as well."`
 	FromNamespace    string `name:"from-namespace" placeholder:"NAME" help:"Move one store: the store in --namespace's folder was copied from this namespace; bind it to --namespace (the passphrase stays unless the new one is set)."`
 }
 
@@ -116,7 +120,7 @@ func (c *rekeyCmd) Run(a *app) error {
 
 // rekeyFailed prints the count line of a run that stops with err.
 func (a *app) rekeyFailed(rep rekeyReport, err error) error {
-	a.printJSON(rep) //nolint:errcheck // err is what the run reports
+	_ = a.printJSON(rep) // err is what the run reports
 	return err
 }
 
