@@ -215,7 +215,7 @@ func TestEncryptedStoreMovesOnlyByRekey(t *testing.T) {
 	if strings.Contains(r.stderr, "zoe") {
 		t.Fatalf("the error names the namespace: %q", r.stderr)
 	}
-	// A whole-folder rekey stops at it (bob comes before zoe), and says so.
+	// A whole-folder rekey refuses it before changing any store, and says so.
 	both := env{"MEMGATE_DATA_DIR": dir, "MEMGATE_PASSPHRASE": testPassphrase, "MEMGATE_NEW_PASSPHRASE": newPassphrase}
 	mg(t, both, "", "rekey").fails(t, 1, "the store belongs to another namespace")
 

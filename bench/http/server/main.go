@@ -101,6 +101,7 @@ func run(c config) (err error) {
 	}()
 	srv, err := server.New(server.Options{
 		Lease:        server.LeaseOf(pool.Lease),
+		LeaseRead:    server.LeaseOf(pool.LeaseRead),
 		Resolve:      r.Resolve,
 		Logger:       log,
 		NamespaceArg: true,

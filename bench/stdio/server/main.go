@@ -105,6 +105,7 @@ func run(data string, ns memgate.Namespace, profile string, onSignal, noSync, sd
 	}()
 	srv, err := server.New(server.Options{
 		Lease:        server.LeaseOf(pool.Lease),
+		LeaseRead:    server.LeaseOf(pool.LeaseRead),
 		Resolve:      r.Resolve,
 		Logger:       log,
 		MaxTextBytes: memgate.DefaultMaxTextBytes,
