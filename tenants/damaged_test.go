@@ -364,7 +364,7 @@ func TestCloseDoesNotWaitForAHungOpenPastItsContext(t *testing.T) {
 // that a file restored from a backup is served without a restart.
 func TestStoreFoundDamagedIsClosedAndItsRestoredFileServed(t *testing.T) {
 	dir := t.TempDir()
-	p, err := NewPool(Options{Dir: dir, Store: storage.Options{NoSync: true}})
+	p, err := NewPool(Options{Dir: dir, RetryOpenAfter: time.Millisecond, Store: storage.Options{NoSync: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,9 +403,22 @@ func TestStoreFoundDamagedIsClosedAndItsRestoredFileServed(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 
-	if err := os.WriteFile(path, backup, 0o600); err != nil {
+	// Until its file changes, the namespace stays damaged.
+	if _, _, err := p.Lease(ctx, "victim"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("lease of the damaged store's unchanged file: %v", err)
+	}
+	time.Sleep(2 * time.Millisecond) // past RetryOpenAfter: only the file's change reopens it
+	if _, _, err := p.Lease(ctx, "victim"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("lease of the damaged store's unchanged file, later: %v", err)
+	}
+	// Restored as the docs say: a copy moved into place.
+	if err := os.WriteFile(path+".restore", backup, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Rename(path+".restore", path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // past the last failed lease's RetryOpenAfter
 	st, release, err = p.Lease(ctx, "victim")
 	if err != nil {
 		t.Fatalf("lease of the restored store: %v", err)

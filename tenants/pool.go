@@ -361,23 +361,30 @@ func (p *Pool) releaser(e *entry) func() {
 }
 
 func (p *Pool) release(e *entry) {
+	// A store found damaged is closed once its last lease ends, so that a
+	// file restored from a backup (moved into place) is served without a
+	// restart. Until its file changes, the namespace is remembered as
+	// damaged, as a failed open is: its old handle may keep the file's
+	// lock in this process, and an open of the same file would read as
+	// another process holding it.
+	damaged := e.store != nil && e.store.Damaged()
+	var file fs.FileInfo
+	if damaged {
+		file, _ = p.root.Lstat(p.storeFile(e.ns))
+	}
 	p.mu.Lock()
 	e.leases--
 	e.lastUsed = time.Now()
 	if e.leases == 0 {
 		p.idle.Broadcast()
 	}
-	// A store found damaged is closed once its last lease ends, so that
-	// the next call opens the file again: a file restored from a backup
-	// is then served without a restart, and one still damaged is refused
-	// at open and remembered as failed.
-	retire := e.leases == 0 && e.store != nil && e.store.Damaged() && !p.closed
-	if retire {
+	retire := false
+	if e.leases == 0 && damaged && !p.closed {
 		if cur, ok := p.lru.Peek(e.ns); ok && cur == e {
 			p.lru.Remove(e.ns)
 			p.closing[e.ns] = make(chan struct{})
-		} else {
-			retire = false
+			p.remember(e.ns, errDamaged(storage.ErrDamaged), file)
+			retire = true
 		}
 	}
 	p.mu.Unlock()
