@@ -216,6 +216,19 @@ function run(bin, args) {
       try { child.kill(s); } catch { /* already gone */ }
     });
   }
+  if (process.platform !== 'win32') {
+    // npx ends on SIGTERM without passing it on: a launcher whose parent
+    // has gone stops its server as if it had been signalled, so the store
+    // is not left locked by a server nobody can reach.
+    const parent = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) {
+        clearInterval(watch);
+        try { child.kill('SIGTERM'); } catch { /* already gone */ }
+      }
+    }, 500);
+    watch.unref();
+  }
   child.on('error', (err) => {
     process.stderr.write(`${NAME}: cannot run memgate: ${err.code || err.message}\n`);
     process.exit(1);
