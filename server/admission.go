@@ -157,6 +157,8 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			// work has ended; the connection closes after, so the client
 			// sends nothing more on it meanwhile.
 			const reason = "request timed out"
+			// The handler may have set its own type before the deadline.
+			w.Header().Set(echo.HeaderContentType, echo.MIMETextPlainCharsetUTF8)
 			w.Header().Set("Content-Length", strconv.Itoa(len(reason)+1))
 			w.Header().Set("Connection", "close")
 			err = g.refuse(c, http.StatusServiceUnavailable, reason)

@@ -1047,6 +1047,24 @@ func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 	}
 }
 
+// A batch holding a call without an id is refused whole, before any of
+// its messages runs (the SDK would refuse it after the calls before it).
+func TestGatewayBatchWithACallWithoutAnIDRunsNothing(t *testing.T) {
+	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	sid := g.initialize("2025-03-26", nil)
+	status, body := g.batch(sid, []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"id":"nb1","text":"x"}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+	})
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
+		t.Fatalf("a batch with a null-id call: %d %s", status, body)
+	}
+	sid = g.initialize("2025-11-25", nil)
+	if res, _ := g.call(sid, "2025-11-25", "get", `{"id":"nb1"}`, nil); res["memory"] != nil {
+		t.Fatalf("a call of the refused batch ran: %v", res)
+	}
+}
+
 // batchCodes returns the error code of each answer of a batch's array (0
 // for a result).
 func batchCodes(t *testing.T, body []byte) []int64 {
@@ -1086,6 +1104,8 @@ func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
 		{"ID beside id", `{"jsonrpc":"2.0","id":7,"ID":8,"method":"ping"}`, -32600, "7"},
 		{"a key twice", `{"jsonrpc":"2.0","id":9,"method":"ping","method":"tools/call"}`, -32600, "null"},
 		{"a fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, -32600, "null"},
+		{"a call with a null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"stats"}}`, -32600, "null"},
+		{"a call without an id", `{"jsonrpc":"2.0","method":"ping"}`, -32600, "null"},
 		{"an id past int64", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}`, -32600, "null"},
 		{"an id past 2^53", `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, -32600, "null"},
 	} {
@@ -1169,15 +1189,16 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 				search.session, search.version = g.initialize("2025-11-25", nil), "2025-11-25"
 			}
 			type answer struct {
-				status int
-				body   string
+				status      int
+				contentType string
+				body        string
 			}
 			first := make(chan answer, 1)
 			go func() {
 				resp := g.post(search)
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				first <- answer{resp.StatusCode, string(body)}
+				first <- answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(body)}
 			}()
 			<-st.started
 			// The deadline reaches the search.
@@ -1198,9 +1219,14 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 			letGo()
 			// It is answered 503, or, when the SDK waited for the call, with
 			// the call's own unavailable error.
-			if a := <-first; a.status != http.StatusServiceUnavailable &&
+			a := <-first
+			if a.status != http.StatusServiceUnavailable &&
 				(a.status != http.StatusOK || !strings.Contains(a.body, `unavailable`)) {
 				t.Fatalf("the timed-out request: %d %s", a.status, a.body)
+			}
+			// A 503 in plain text says so, whatever the handler had set.
+			if a.status == http.StatusServiceUnavailable && !strings.HasPrefix(a.contentType, "text/plain") {
+				t.Fatalf("the timed-out request's 503 is labelled %q: %q", a.contentType, a.body)
 			}
 			// Once the work has returned, the slot is free again.
 			for i := 0; ; i++ {

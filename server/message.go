@@ -44,7 +44,9 @@ var (
 	errNeedsParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 		Message: "invalid params: this method needs its params object"}
 	errUnknownMethod = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
-	errBadParams     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	errCallNeedsID   = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: a call needs an id that is a string or an integer"}
+	errBadParams = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 		Message: "invalid params: the params do not have this method's fields and types, each once"}
 )
 
@@ -86,6 +88,11 @@ func checkMessage(msg []byte) (*jsonrpc.Response, bool) {
 	switch {
 	case !hasMethod && !id.IsValid():
 		return refuse(errInvalidMessage)
+	case hasMethod && !id.IsValid() && serverMethods[method]:
+		// A call without an id (absent or null) is no notification: the
+		// SDK refuses it in plain text, or, inside a batch, after the
+		// calls before it have run.
+		return refuse(errCallNeedsID)
 	case hasMethod && id.IsValid() && !serverMethods[method]:
 		return refuse(errUnknownMethod)
 	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsObject(members["params"]):
