@@ -53,15 +53,7 @@ func TestPanickingWriteDoesNotWedgeTheCommitter(t *testing.T) {
 					return nil
 				})
 			}()
-			for {
-				s.write.mu.Lock()
-				leading := s.write.leading
-				s.write.mu.Unlock()
-				if leading {
-					break
-				}
-				runtime.Gosched()
-			}
+			waitLeading(s.write)
 			for i := 1; i < len(errs); i++ {
 				wg.Add(1)
 				go func() {
@@ -364,4 +356,17 @@ func TestBackupOfAFileCutShortIsDamage(t *testing.T) {
 	wantDamaged(t, "Backup", err)
 	_, err = s.Get(context.Background(), "m1")
 	wantDamaged(t, "Get after the damage was found", err)
+}
+
+// waitLeading returns once a write leads c's next commit.
+func waitLeading(c *committer) {
+	for {
+		c.mu.Lock()
+		leading := c.leading
+		c.mu.Unlock()
+		if leading {
+			return
+		}
+		runtime.Gosched()
+	}
 }

@@ -5,7 +5,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -46,15 +45,7 @@ func TestFaultInAWriteMarksTheStoreDamaged(t *testing.T) {
 			return nil
 		})
 	}()
-	for {
-		s.write.mu.Lock()
-		leading := s.write.leading
-		s.write.mu.Unlock()
-		if leading {
-			break
-		}
-		runtime.Gosched()
-	}
+	waitLeading(s.write)
 	for i := 1; i < len(errs); i++ {
 		wg.Add(1)
 		go func() {
