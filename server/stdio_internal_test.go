@@ -72,7 +72,7 @@ func FuzzStdioLine(f *testing.F) {
 				t.Fatalf("a refusal without a JSON-RPC error: %v", answer.Error)
 			}
 			fixed := false
-			for _, e := range []*jsonrpc.Error{errInvalidMessage, errInvalidID, errNeedsParams, errBadParams, errUnknownMethod,
+			for _, e := range []*jsonrpc.Error{errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams, errUnknownMethod,
 				errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
 				fixed = fixed || got.Code == e.Code && got.Message == e.Message && got.Data == nil
 			}
