@@ -1,0 +1,36 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/memgate/memgate"
+)
+
+// marshal writes memories, hits and search results with their own encoder:
+// the same bytes as encoding/json without HTML escaping.
+func TestMarshalWritesWhatEncodingJSONWrites(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	m := memgate.Memory{ID: "a<b>", Text: "x & \"y\"\n\u2028", Bytes: 9, Title: "t", Tags: []string{"k"},
+		Metadata: map[string]any{"n": 2.5, "s": "<v>"}, CreatedAt: at, UpdatedAt: at, Version: 3}
+	sem := 0.5
+	hits := []memgate.Hit{{Memory: m, Score: 1, LexicalScore: 3.25}, {Memory: wireMemory(memgate.Memory{ID: "b"}), Score: 0.1, SemanticScore: &sem}}
+	for _, v := range []any{
+		m, wireMemory(memgate.Memory{}), hits[0],
+		memgate.Result{Hits: hits, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical, Candidates: 2, Truncated: true}},
+		memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}},
+		memgate.Result{},
+	} {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		if got := marshal(v); !bytes.Equal(got, bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+			t.Errorf("%T:\n got %s\nwant %s", v, got, want.Bytes())
+		}
+	}
+}
