@@ -71,8 +71,39 @@ func rawLen(e []byte) int {
 }
 
 // wireCost is what JSON value e costs in a tool result: once as structured
-// content, once inside the text copy.
-func wireCost(e []byte) int { return rawLen(e) + escapedLen(e) }
+// content, once inside the text copy. It is rawLen(e) + escapedLen(e) in
+// one pass over valid UTF-8, the only kind an encoder gives.
+func wireCost(e []byte) int {
+	if !utf8.Valid(e) {
+		return rawLen(e) + escapedLen(e)
+	}
+	n := 2 * len(e)
+	for i, c := range e {
+		switch extra := wireExtra[c]; {
+		case extra != 0:
+			n += int(extra)
+		case c == 0xE2 && i+2 < len(e) && e[i+1] == 0x80 && (e[i+2] == 0xA8 || e[i+2] == 0xA9):
+			n += 3 // U+2028, U+2029
+		}
+	}
+	return n
+}
+
+// wireExtra is what an ASCII byte of a JSON value costs beyond its two
+// copies (see escapedLen and rawLen).
+var wireExtra = func() (t [256]uint8) {
+	for c := range utf8.RuneSelf {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			t[c] = 1
+		case c == '<' || c == '>' || c == '&':
+			t[c] = 10
+		case c < 0x20:
+			t[c] = 5
+		}
+	}
+	return t
+}()
 
 // items gathers the encoded items of one answer while they fit in its
 // budget: the first always joins.
@@ -117,6 +148,11 @@ func (it *items) array(b *bytes.Buffer) {
 // they were taken, and its cursor.
 func pageResult(it *items, next string) *mcp.CallToolResult {
 	var b bytes.Buffer
+	size := 64 + len(next)
+	for _, e := range it.enc {
+		size += len(e) + 1
+	}
+	b.Grow(size)
 	b.WriteString(`{"memories":`)
 	it.array(&b)
 	if next != "" {

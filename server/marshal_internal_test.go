@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -31,6 +32,21 @@ func TestMarshalWritesWhatEncodingJSONWrites(t *testing.T) {
 		}
 		if got := marshal(v); !bytes.Equal(got, bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
 			t.Errorf("%T:\n got %s\nwant %s", v, got, want.Bytes())
+		}
+	}
+}
+
+// wireCost's one pass counts what rawLen and escapedLen count.
+func TestWireCostIsRawAndEscapedLength(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []string{"a", "<", ">", "&", `"`, `\`, "\n", "\x01", "\x7f", "é", "\u2028", "\u2029", "\xe2\x80", "\xff", "日"}
+	for range 5000 {
+		var b []byte
+		for range r.IntN(40) {
+			b = append(b, alphabet[r.IntN(len(alphabet))]...)
+		}
+		if got, want := wireCost(b), rawLen(b)+escapedLen(b); got != want {
+			t.Fatalf("wireCost(%q) = %d, rawLen+escapedLen = %d", b, got, want)
 		}
 	}
 }
