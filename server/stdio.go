@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,8 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	calls := newInflight()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(filterLines(ctx, in, pw, lw, calls)) }()
-	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: answerCounter{lw, calls, int64(s.maxReply)}})
+	sdk := &mcp.IOTransport{Reader: pr, Writer: batchBound{lw, int64(s.maxReply)}}
+	err := s.mcp.Run(ctx, answerCounter{sdk, calls})
 	pr.Close() // the filter stops at its next line
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
@@ -58,38 +60,69 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// answerCounter is the SDK's side of stdout: it counts the responses that
-// go out, so the filter knows when every call read has its answer, and
-// bounds the answer to a batch.
+// answerCounter wraps the SDK's stdio transport as its LoggingTransport
+// does, to see each message the server sends: every response is one call
+// answered, so the filter knows when every call read has its answer. A call
+// the session refuses before initialize (which the SDK answers with code 0,
+// quoting the method) gets -32600 and a fixed message.
 type answerCounter struct {
-	w     *lockedWriter
+	mcp.Transport
 	calls *inflight
+}
+
+func (a answerCounter) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := a.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, a.calls}, nil
+}
+
+type countingConn struct {
+	mcp.Connection
+	calls *inflight
+}
+
+// errNotInitialized answers a call that comes before initialize.
+var errNotInitialized = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the session is not initialized"}
+
+func (c countingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return c.Connection.Write(ctx, msg)
+	}
+	var rpc *jsonrpc.Error
+	if resp.Error != nil && (!errors.As(resp.Error, &rpc) || rpc.Code == 0) {
+		// An error no middleware saw: the SDK's session refusing a call
+		// before initialize, or one without a code.
+		e := errNotInitialized
+		if !strings.Contains(resp.Error.Error(), "during session initialization") {
+			e = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fixedMessages[jsonrpc.CodeInternalError]}
+		}
+		resp = &jsonrpc.Response{ID: resp.ID, Error: e}
+	}
+	defer c.calls.add(-1)
+	return c.Connection.Write(ctx, resp)
+}
+
+// batchBound is the SDK's side of stdout. It bounds the answer to a batch
+// (the 2025-03-26 revision), which over stdio runs whole before it answers
+// in one array: within the bound as it is, past it as an error to each
+// call, saying that it ran.
+type batchBound struct {
+	w     *lockedWriter
 	limit int64 // the bound of a batch's answers together
 }
 
-func (a answerCounter) Write(p []byte) (int, error) {
-	if b := bytes.TrimSpace(p); len(b) > 0 && b[0] == '[' {
-		return a.writeBatch(p, b)
+func (a batchBound) Write(p []byte) (int, error) {
+	b := bytes.TrimSpace(p)
+	if len(b) == 0 || b[0] != '[' || int64(len(b)) <= a.limit {
+		return a.w.Write(p)
 	}
-	n, err := a.w.Write(p)
-	if isResponse(p) {
-		a.calls.add(-1)
-	}
-	return n, err
-}
-
-// writeBatch writes the SDK's answer to a batch (the 2025-03-26 revision),
-// which over stdio runs whole before it answers: within the bound as it
-// is, past it as an error to each call, saying that it ran.
-func (a answerCounter) writeBatch(p, b []byte) (int, error) {
 	var answers []struct {
 		ID json.RawMessage `json:"id"`
 	}
 	json.Unmarshal(b, &answers)
-	defer a.calls.add(-len(answers))
-	if int64(len(b)) <= a.limit {
-		return a.w.Write(p)
-	}
 	out := []byte{'['}
 	for i, ans := range answers {
 		if i > 0 {
@@ -103,33 +136,7 @@ func (a answerCounter) writeBatch(p, b []byte) (int, error) {
 	return len(p), nil
 }
 
-func (answerCounter) Close() error { return nil }
-
-// isResponse reports whether p, one message as the SDK encodes it, is a
-// response: {"jsonrpc":"2.0","id":ID, then no "method". (The SDK writes the
-// fields in that order; TestRunStdioSurvivesBadLines would notice a change.)
-func isResponse(p []byte) bool {
-	rest, ok := bytes.CutPrefix(p, []byte(`{"jsonrpc":"2.0","id":`))
-	if !ok || len(rest) == 0 {
-		return false
-	}
-	if rest[0] == '"' {
-		i := 1
-		for i < len(rest) && rest[i] != '"' {
-			if rest[i] == '\\' {
-				i++
-			}
-			i++
-		}
-		if i >= len(rest) {
-			return false
-		}
-		rest = rest[i+1:]
-	} else if i := bytes.IndexByte(rest, ','); i >= 0 {
-		rest = rest[i:]
-	}
-	return !bytes.HasPrefix(rest, []byte(`,"method"`))
-}
+func (batchBound) Close() error { return nil }
 
 // inflight counts the calls read and not yet answered.
 type inflight struct {

@@ -279,3 +279,56 @@ func TestRunStdioAnswersBatches(t *testing.T) {
 		}
 	}
 }
+
+// A call before initialize is refused with a JSON-RPC code a client can act
+// on (the SDK's own answer has code 0) and a message that repeats nothing
+// of the call, and the session goes on to serve the client once it does
+// initialize. Every answer is counted, so stdin's end drains at once.
+func TestRunStdioRefusesACallBeforeInitialize(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"secret-name","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+	}, "\n") + "\n"
+	var out syncBuffer
+	start := time.Now()
+	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("RunStdio: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("RunStdio took %v to drain", d)
+	}
+	answers := map[string]json.RawMessage{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID    any             `json:"id"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		answers[mustJSON(t, m.ID)] = m.Error
+	}
+	for _, id := range []string{"1", "2"} {
+		var e struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(answers[id], &e); err != nil || e.Code != -32600 {
+			t.Fatalf("call %s before initialize: error %s, want code -32600", id, answers[id])
+		}
+		if strings.Contains(e.Message, "tools/") || strings.Contains(e.Message, "secret-name") {
+			t.Fatalf("call %s: the message repeats the call: %q", id, e.Message)
+		}
+	}
+	if answers["3"] != nil || answers["4"] != nil {
+		t.Fatalf("after initialize: errors %s, %s\n%s", answers["3"], answers["4"], out.String())
+	}
+}
