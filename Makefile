@@ -12,6 +12,7 @@ FUZZTIME ?= 10s
 test: vet unit fuzz-brief bench-smoke e2e conformance launchers
 
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -32,6 +32,7 @@ func TestRunStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cs.Close()
 	if v := cs.InitializeResult().ServerInfo; v.Name != "memgate" || v.Version != "1.2.3" {
 		t.Fatalf("server info: %+v", v)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -36,7 +37,9 @@ func TestMain(m *testing.M) {
 		s.Close()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// No test may leave a goroutine behind: a pool that closed must have
+	// stopped its reaper, its opens and its stores' committers.
+	goleak.VerifyTestMain(m)
 }
 
 func newPool(t testing.TB, opts Options) *Pool {

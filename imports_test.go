@@ -1,0 +1,101 @@
+package memgate_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/memgate/memgate"
+
+// imports returns what the non-test Go files of dir import.
+func imports(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range file.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("%s holds no Go files", dir)
+	}
+	return out
+}
+
+func standard(p string) bool { return !strings.Contains(strings.Split(p, "/")[0], ".") }
+
+// The arrows of DESIGN.md point inward, one way: the root package knows only
+// the standard library; search does no I/O; storage knows no namespaces,
+// MCP or auth; tenants knows storage; auth and server know only the root
+// package of the project, so server reaches stores through the interfaces
+// it declares.
+func TestImportRules(t *testing.T) {
+	io := []string{"os", "os/exec", "net", "net/http", "io/fs", "io/ioutil", "syscall", "path/filepath", "database/sql"}
+	type rule struct {
+		dir     string
+		project []string            // the project's packages it may import
+		refuse  func(p string) bool // another import it may not have, and why
+		why     string
+	}
+	rules := []rule{
+		{".", nil, func(p string) bool { return !standard(p) }, "the root package imports only the standard library"},
+		{"search", []string{module}, func(p string) bool { return slices.Contains(io, p) }, "search does no I/O"},
+		{"storage", []string{module, module + "/search"}, nil, ""},
+		{"tenants", []string{module, module + "/storage"}, nil, ""},
+		{"auth", []string{module}, nil, ""},
+		{"server", []string{module}, nil, "server reaches stores and auth through its own interfaces"},
+	}
+	for _, r := range rules {
+		for _, p := range imports(t, r.dir) {
+			if p == module || strings.HasPrefix(p, module+"/") {
+				if !slices.Contains(r.project, p) {
+					t.Errorf("%s imports %s: it may import only %v of the project", r.dir, p, r.project)
+				}
+				continue
+			}
+			if r.refuse != nil && r.refuse(p) {
+				t.Errorf("%s imports %s: %s", r.dir, p, r.why)
+			}
+		}
+	}
+	// Every package of the project is under a rule or is cmd, bench or e2e.
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || slices.Contains([]string{"cmd", "bench", "e2e", "docs", "testdata", "scripts", "launchers", "bin", "dist", "node_modules"}, name) {
+			continue
+		}
+		if gos, _ := filepath.Glob(filepath.Join(name, "*.go")); len(gos) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(rules, func(r rule) bool { return r.dir == name }) {
+			t.Errorf("package %s has no import rule: add it to TestImportRules (and to DESIGN's table)", name)
+		}
+	}
+}
