@@ -23,16 +23,6 @@ const (
 	maxVersion = 1<<53 - 1
 )
 
-// Patterns of the input schemas. Each says what the validation in args.go
-// and memgate checks, in the syntax Go, ECMAScript (with the u flag, Ajv's
-// default) and JSON Schema share.
-const (
-	noControlPattern   = `^[^\x00-\x1F\x7F-\x9F]*$`
-	tagPattern         = `^[\p{L}\p{Nd}_.:/-]+$`
-	metadataKeyPattern = `^[A-Za-z0-9_.-]{1,64}$`
-	namespacePattern   = `^[a-z0-9_-]{1,64}$`
-)
-
 func ptr[T any](v T) *T { return &v }
 
 func falseSchema() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
@@ -69,25 +59,38 @@ func input(required []string, props ...prop) *jsonschema.Schema {
 	return s
 }
 
-func idSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", Description: desc,
-		MinLength: ptr(1), MaxLength: ptr(memgate.MaxIDBytes), Pattern: noControlPattern}
+// schemaOf returns a rule of memgate's as a JSON Schema, described by desc.
+func schemaOf(r memgate.Schema, desc string) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: r.Type, Types: r.Types, Description: desc, Pattern: r.Pattern}
+	bound := func(n int) *int {
+		if n == 0 {
+			return nil
+		}
+		return ptr(n)
+	}
+	s.MinLength, s.MaxLength = bound(r.MinLength), bound(r.MaxLength)
+	s.MaxItems, s.MaxProperties = bound(r.MaxItems), bound(r.MaxProperties)
+	for _, sub := range []struct {
+		from *memgate.Schema
+		to   **jsonschema.Schema
+	}{{r.Items, &s.Items}, {r.PropertyNames, &s.PropertyNames}, {r.AdditionalProperties, &s.AdditionalProperties}} {
+		if sub.from != nil {
+			*sub.to = schemaOf(*sub.from, "")
+		}
+	}
+	return s
 }
 
-func tagsSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "array", Description: desc, MaxItems: ptr(memgate.MaxTags),
-		Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTagChars),
-			Pattern: tagPattern}}
-}
+func idSchema(desc string) *jsonschema.Schema { return schemaOf(memgate.IDSchema(), desc) }
+
+func tagsSchema(desc string) *jsonschema.Schema { return schemaOf(memgate.TagsSchema(), desc) }
 
 func flatValues() *jsonschema.Schema {
-	return &jsonschema.Schema{Types: []string{"string", "number", "boolean", "null"}}
+	return schemaOf(*memgate.MetadataSchema().AdditionalProperties, "")
 }
 
 func flatObjectSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "object", Description: desc, MaxProperties: ptr(memgate.MaxMetadataKeys),
-		PropertyNames:        &jsonschema.Schema{Pattern: metadataKeyPattern},
-		AdditionalProperties: flatValues()}
+	return schemaOf(memgate.MetadataSchema(), desc)
 }
 
 func limitSchema(desc string, max, def int) *jsonschema.Schema {
@@ -101,22 +104,20 @@ func cursorSchema() *jsonschema.Schema {
 }
 
 func namespaceProp() prop {
-	return prop{"namespace", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxNamespaceLen),
-		Pattern:     namespacePattern,
-		Description: "Namespace (store) to use instead of this server's own: 1–64 characters of a-z, 0-9, _ and -."}}
+	return prop{"namespace", schemaOf(memgate.NamespaceSchema(),
+		"Namespace (store) to use instead of this server's own: 1–64 characters of a-z, 0-9, _ and -.")}
 }
 
 // Input schemas, one per tool. namespaced adds the namespace argument.
 
 func (s *Server) rememberInput() *jsonschema.Schema {
 	return s.withNamespace(input([]string{"text"},
-		prop{"text", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
-			Description: fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
-				"Split longer text into several memories.", s.maxText)}},
+		prop{"text", schemaOf(memgate.TextSchema(s.maxText),
+			fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
+				"Split longer text into several memories.", s.maxText))},
 		prop{"id", idSchema("Id of the memory: 1–256 bytes, no control characters. Leave it out to create a new " +
 			"memory with a fresh id; give an existing id to replace that memory.")},
-		prop{"title", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTitleChars),
-			Pattern: noControlPattern, Description: "Short title, 1–256 characters."}},
+		prop{"title", schemaOf(memgate.TitleSchema(), "Short title, 1–256 characters.")},
 		prop{"tags", tagsSchema("Up to 32 tags, each 1–64 letters, digits or _ - . : /. Duplicates are dropped.")},
 		prop{"metadata", flatObjectSchema("Up to 32 keys ([A-Za-z0-9_.-]{1,64}) with string, number, boolean or " +
 			"null values; at most 8192 bytes as JSON.")},

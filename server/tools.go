@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -344,7 +342,7 @@ func (s *Server) parseRemember(a args) (op, error) {
 	if title, ok, err := a.str("title"); err != nil {
 		return nil, err
 	} else if ok {
-		if err := validateTitle(title); err != nil {
+		if err := memgate.ValidateTitle("title", title); err != nil {
 			return nil, err
 		}
 		w.Title = title
@@ -391,20 +389,6 @@ func (s *Server) parseRemember(a args) (op, error) {
 		}
 		return successResult(rememberResult{Memory: wireMemory(m), Created: created}), nil
 	}, nil
-}
-
-// validateTitle checks a title given as an argument: 1–256 characters, no
-// control characters. (memgate.Write reads an empty title as none; an
-// argument that is present must not be empty.)
-func validateTitle(title string) error {
-	n := utf8.RuneCountInString(title)
-	switch {
-	case n == 0 || n > memgate.MaxTitleChars:
-		return memgate.Invalid("title", "title must be 1 to %d characters", memgate.MaxTitleChars)
-	case strings.IndexFunc(title, unicode.IsControl) >= 0:
-		return memgate.Invalid("title", "title must not contain control characters")
-	}
-	return nil
 }
 
 // secretError says which field holds which kind of secret, never the value.
