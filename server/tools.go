@@ -260,27 +260,28 @@ func wireMemory(m memgate.Memory) memgate.Memory {
 // The tools: each one's params, and the work they lead to.
 
 func (s *Server) rememberParams() params[memgate.Write] {
-	return params[memgate.Write]{
+	type write = memgate.Write
+	return params[write]{
 		required(str("text", schemaOf(memgate.TextSchema(s.maxText),
 			fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
 				"Split longer text into several memories.", s.maxText)),
-			func(w *memgate.Write, v string) error { w.Text = v; return nil })),
+			func(w *write, v string) error { w.Text = v; return nil })),
 		writeStr("id", schemaOf(memgate.IDSchema(), "Id of the memory: 1–256 bytes, no control characters. "+
 			"Leave it out to create a new memory with a fresh id; give an existing id to replace that memory."),
-			memgate.ValidateID, func(w *memgate.Write, v string) { w.ID = v }),
+			memgate.ValidateID, func(w *write, v string) { w.ID = v }),
 		writeStr("title", schemaOf(memgate.TitleSchema(), "Short title, 1–256 characters."),
-			memgate.ValidateTitle, func(w *memgate.Write, v string) { w.Title = v }),
+			memgate.ValidateTitle, func(w *write, v string) { w.Title = v }),
 		list("tags", schemaOf(memgate.TagsSchema(),
 			"Up to 32 tags, each 1–64 letters, digits or _ - . : /. Duplicates are dropped."),
-			func(w *memgate.Write, tags []string) error { w.Tags = tags; return nil }),
+			func(w *write, tags []string) error { w.Tags = tags; return nil }),
 		flatObject("metadata", schemaOf(memgate.MetadataSchema(), "Up to 32 keys ([A-Za-z0-9_.-]{1,64}) "+
 			"with string, number, boolean or null values; at most 8192 bytes as JSON."),
-			func(w *memgate.Write, md map[string]any) error { w.Metadata = md; return nil }),
+			func(w *write, md map[string]any) error { w.Metadata = md; return nil }),
 		integer("if_version", "Write only if the memory's current version is this one (0: only if the id is "+
 			"not taken yet); otherwise fail with version_conflict.", 0, maxVersion,
-			func(w *memgate.Write, v int64) { w.IfVersion = &v }),
+			func(w *write, v int64) { w.IfVersion = &v }),
 		boolean("allow_empty", "Store empty or white-space-only text instead of refusing it.",
-			func(w *memgate.Write, b bool) { w.AllowEmpty = b }),
+			func(w *write, b bool) { w.AllowEmpty = b }),
 	}
 }
 
