@@ -23,6 +23,11 @@ func ParseNamespace(field, s string) (Namespace, error) {
 	return Namespace(s), nil
 }
 
+// NamespaceSchema states ParseNamespace's rule.
+func NamespaceSchema() Schema {
+	return Schema{Type: "string", MinLength: 1, MaxLength: MaxNamespaceLen, Pattern: NamespacePattern}
+}
+
 func namespaceByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-'
 }

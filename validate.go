@@ -26,34 +26,81 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-// Normalize validates w against every rule of a memory and returns it with
-// duplicate tags dropped (order kept) and metadata numbers as float64.
-// maxTextBytes is the configured --max-memory-bytes (0 means the default).
-func (w Write) Normalize(maxTextBytes int) (Write, error) {
-	if maxTextBytes <= 0 {
-		maxTextBytes = DefaultMaxTextBytes
+// IDSchema states ValidateID's rule (the schema counts characters, the rule
+// bytes).
+func IDSchema() Schema {
+	return Schema{Type: "string", MinLength: 1, MaxLength: MaxIDBytes, Pattern: NoControlPattern}
+}
+
+// ValidateTitle checks a title: 1–256 characters of valid UTF-8 without
+// control characters. (A Write reads an empty Title as none, and Normalize
+// checks only a title there is; a title given as an argument must not be
+// empty.)
+func ValidateTitle(field, title string) error {
+	switch n := utf8.RuneCountInString(title); {
+	case !utf8.ValidString(title):
+		return Invalid(field, "title must be valid UTF-8")
+	case n == 0 || n > MaxTitleChars:
+		return Invalid(field, "title must be 1 to %d characters", MaxTitleChars)
+	case strings.IndexFunc(title, unicode.IsControl) >= 0:
+		return Invalid(field, "title must not contain control characters")
 	}
-	if w.ID != "" {
-		if err := ValidateID("id", w.ID); err != nil {
-			return w, err
-		}
-	}
-	if len(w.Text) > maxTextBytes {
-		return w, &Error{
+	return nil
+}
+
+// TitleSchema states ValidateTitle's rule.
+func TitleSchema() Schema {
+	return Schema{Type: "string", MinLength: 1, MaxLength: MaxTitleChars, Pattern: NoControlPattern}
+}
+
+// validateText checks a text's size (too_large past maxTextBytes) and
+// encoding.
+func validateText(text string, maxTextBytes int) error {
+	if len(text) > maxTextBytes {
+		return &Error{
 			Code: CodeTooLarge,
 			Message: "text is larger than the limit of " + strconv.Itoa(maxTextBytes) +
 				" bytes; split it into several memories",
 			Details: map[string]any{"field": "text", "limit": maxTextBytes},
 		}
 	}
-	if !utf8.ValidString(w.Text) {
-		return w, Invalid("text", "text must be valid UTF-8")
+	if !utf8.ValidString(text) {
+		return Invalid("text", "text must be valid UTF-8")
 	}
-	if !w.AllowEmpty && strings.TrimSpace(w.Text) == "" {
-		return w, Invalid("text", "text is empty or only white space; pass allow_empty: true to store it anyway")
+	return nil
+}
+
+// TextSchema states the rule on a text of at most maxTextBytes (0 means the
+// default); the schema counts characters, the rule bytes.
+func TextSchema(maxTextBytes int) Schema {
+	if maxTextBytes <= 0 {
+		maxTextBytes = DefaultMaxTextBytes
+	}
+	return Schema{Type: "string", MaxLength: maxTextBytes}
+}
+
+// Normalize validates w against every rule of a memory and returns it with
+// duplicate tags dropped (order kept) and metadata numbers as float64.
+// maxTextBytes is the configured --max-memory-bytes (0 means the default).
+//
+// The rules are checked in the order in which remember lists its arguments
+// (text, id, title, tags, metadata, if_version) and the one across fields,
+// empty text without AllowEmpty, last: of several faults, the error names
+// the first a caller reads.
+func (w Write) Normalize(maxTextBytes int) (Write, error) {
+	if maxTextBytes <= 0 {
+		maxTextBytes = DefaultMaxTextBytes
+	}
+	if err := validateText(w.Text, maxTextBytes); err != nil {
+		return w, err
+	}
+	if w.ID != "" {
+		if err := ValidateID("id", w.ID); err != nil {
+			return w, err
+		}
 	}
 	if w.Title != "" {
-		if err := validateTitle(w.Title); err != nil {
+		if err := ValidateTitle("title", w.Title); err != nil {
 			return w, err
 		}
 	}
@@ -70,19 +117,10 @@ func (w Write) Normalize(maxTextBytes int) (Write, error) {
 	if w.IfVersion != nil && *w.IfVersion < 0 {
 		return w, Invalid("if_version", "if_version must be 0 (create only) or a version read earlier")
 	}
-	return w, nil
-}
-
-func validateTitle(title string) error {
-	switch n := utf8.RuneCountInString(title); {
-	case !utf8.ValidString(title):
-		return Invalid("title", "title must be valid UTF-8")
-	case n > MaxTitleChars:
-		return Invalid("title", "title must be 1 to %d characters", MaxTitleChars)
-	case strings.IndexFunc(title, unicode.IsControl) >= 0:
-		return Invalid("title", "title must not contain control characters")
+	if !w.AllowEmpty && strings.TrimSpace(w.Text) == "" {
+		return w, Invalid("text", "text is empty or only white space; pass allow_empty: true to store it anyway")
 	}
-	return nil
+	return w, nil
 }
 
 // NormalizeTags validates tags (at most 32, each 1–64 letters, digits or
@@ -121,6 +159,13 @@ func ValidateTag(field, t string) error {
 		return Invalid(field, "a tag must be 1 to %d characters", MaxTagChars)
 	}
 	return nil
+}
+
+// TagsSchema states NormalizeTags' rule, for a list of tags given as an
+// argument: it may not hold more than MaxTags items, duplicates included.
+func TagsSchema() Schema {
+	return Schema{Type: "array", MaxItems: MaxTags,
+		Items: &Schema{Type: "string", MinLength: 1, MaxLength: MaxTagChars, Pattern: TagPattern}}
 }
 
 func contains(list []string, s string) bool {
@@ -164,6 +209,13 @@ func NormalizeMetadata(field string, md map[string]any) (map[string]any, error) 
 		}
 	}
 	return out, nil
+}
+
+// MetadataSchema states NormalizeMetadata's rule (all but the size as JSON).
+func MetadataSchema() Schema {
+	return Schema{Type: "object", MaxProperties: MaxMetadataKeys,
+		PropertyNames:        &Schema{Pattern: MetadataKeyPattern},
+		AdditionalProperties: &Schema{Types: []string{"string", "number", "boolean", "null"}}}
 }
 
 // ValidMetadataKey reports whether k is a valid metadata key.

@@ -15,9 +15,9 @@ import (
 )
 
 // args holds one call's arguments, split into top-level fields but not yet
-// decoded further. Each accessor decodes one field strictly and names it in
-// the error it returns. A field that is present with the value null counts
-// as absent: several hosts send null for an optional argument they leave out.
+// decoded further: a tool's params decode them (params.go). A field that is
+// present with the value null counts as absent: several hosts send null for
+// an optional argument they leave out.
 type args map[string]json.RawMessage
 
 // errNotObject answers tools/call arguments that are not a JSON object: the
@@ -118,47 +118,39 @@ func (a args) value(name string) (json.RawMessage, bool) {
 	return v, true
 }
 
-// str returns the string field name.
-func (a args) str(name string) (string, bool, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return "", false, nil
-	}
+// The decoders of one argument's value: v is given and not null. Each
+// checks the JSON type and the bounds it is given, and names the argument
+// in its error.
+
+// decodeString decodes a string.
+func decodeString(name string, v json.RawMessage) (string, error) {
 	if v[0] != '"' {
-		return "", false, memgate.Invalid(name, "%s must be a string", name)
+		return "", memgate.Invalid(name, "%s must be a string", name)
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", false, memgate.Invalid(name, "%s must be a string", name)
+		return "", memgate.Invalid(name, "%s must be a string", name)
 	}
-	return s, true, nil
+	return s, nil
 }
 
-// boolean returns the boolean field name.
-func (a args) boolean(name string) (bool, bool, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return false, false, nil
-	}
+// decodeBool decodes a boolean.
+func decodeBool(name string, v json.RawMessage) (bool, error) {
 	switch string(v) {
 	case "true":
-		return true, true, nil
+		return true, nil
 	case "false":
-		return false, true, nil
+		return false, nil
 	}
-	return false, false, memgate.Invalid(name, "%s must be true or false", name)
+	return false, memgate.Invalid(name, "%s must be true or false", name)
 }
 
-// integer returns the integer field name, which must lie in [min, max]. A
-// number with a zero fraction (10.0, 1e1) is an integer, as JSON Schema has
-// it; digits are read exactly, so no large value is rounded into range.
-func (a args) integer(name string, min, max int64) (int64, bool, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return 0, false, nil
-	}
+// decodeInteger decodes an integer in [min, max]. A number with a zero
+// fraction (10.0, 1e1) is an integer, as JSON Schema has it; digits are read
+// exactly, so no large value is rounded into range.
+func decodeInteger(name string, v json.RawMessage, min, max int64) (int64, error) {
 	if c := v[0]; c != '-' && (c < '0' || c > '9') {
-		return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+		return 0, memgate.Invalid(name, "%s must be an integer", name)
 	}
 	// The errors are made only when needed: this is on every call's path.
 	outOfRange := func() error { return memgate.Invalid(name, "%s must be an integer from %d to %d", name, min, max) }
@@ -166,107 +158,95 @@ func (a args) integer(name string, min, max int64) (int64, bool, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return 0, false, outOfRange()
+			return 0, outOfRange()
 		}
 		f, ferr := strconv.ParseFloat(s, 64)
 		switch {
 		case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
-			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+			return 0, memgate.Invalid(name, "%s must be an integer", name)
 		case math.IsInf(f, 0) || math.Abs(f) >= 1<<63:
-			return 0, false, outOfRange()
+			return 0, outOfRange()
 		case f != math.Trunc(f):
-			return 0, false, memgate.Invalid(name, "%s must be an integer", name)
+			return 0, memgate.Invalid(name, "%s must be an integer", name)
 		}
 		n = int64(f)
 	}
 	if n < min || n > max {
-		return 0, false, outOfRange()
+		return 0, outOfRange()
 	}
-	return n, true, nil
+	return n, nil
 }
 
-// strings returns the array-of-strings field name, which may hold at most
-// maxItems items.
-func (a args) strings(name string, maxItems int) ([]string, bool, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return nil, false, nil
-	}
+// decodeStrings decodes an array of at most maxItems strings.
+func decodeStrings(name string, v json.RawMessage, maxItems int) ([]string, error) {
 	notList := func() error { return memgate.Invalid(name, "%s must be an array of strings", name) }
 	if v[0] != '[' {
-		return nil, false, notList()
+		return nil, notList()
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(v, &items); err != nil {
-		return nil, false, notList()
+		return nil, notList()
 	}
 	if len(items) > maxItems {
-		return nil, false, memgate.Invalid(name, "%s may hold at most %d items", name, maxItems)
+		return nil, memgate.Invalid(name, "%s may hold at most %d items", name, maxItems)
 	}
 	out := make([]string, len(items))
 	for i, item := range items {
 		if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &out[i]) != nil {
-			return nil, false, notList()
+			return nil, notList()
 		}
 	}
-	return out, true, nil
+	return out, nil
 }
 
-// flatObject returns the object field name, whose values must be strings,
-// numbers, booleans or null, and whose keys must not repeat. Numbers become
-// float64, as memgate stores them.
-func (a args) flatObject(name string) (map[string]any, bool, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return nil, false, nil
-	}
+// decodeFlatObject decodes an object whose values are strings, numbers,
+// booleans or null, and whose keys do not repeat. Numbers become float64, as
+// memgate stores them. The rules on keys and size are
+// memgate.NormalizeMetadata's, for the caller to apply.
+func decodeFlatObject(name string, v json.RawMessage) (map[string]any, error) {
 	notObject := func() error { return memgate.Invalid(name, "%s must be an object", name) }
 	notFlat := func() error {
 		return memgate.Invalid(name, "%s values must be a string, a number, a boolean or null", name)
 	}
 	if v[0] != '{' {
-		return nil, false, notObject()
+		return nil, notObject()
 	}
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil {
-		return nil, false, notObject()
+		return nil, notObject()
 	}
 	out := map[string]any{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, false, notObject()
+			return nil, notObject()
 		}
 		key, _ := tok.(string)
 		if _, dup := out[key]; dup {
-			return nil, false, memgate.Invalid(name, "%s has a key more than once", name)
+			return nil, memgate.Invalid(name, "%s has a key more than once", name)
 		}
 		val, err := dec.Token()
 		if err != nil {
-			return nil, false, notObject()
+			return nil, notObject()
 		}
 		switch x := val.(type) {
 		case json.Delim:
-			return nil, false, notFlat()
+			return nil, notFlat()
 		case string:
 			if !utf8.ValidString(x) {
-				return nil, false, notFlat()
+				return nil, notFlat()
 			}
 			out[key] = x
 		case json.Number:
 			f, err := x.Float64()
 			if err != nil {
-				return nil, false, notFlat()
+				return nil, notFlat()
 			}
 			out[key] = f
 		default: // bool or nil
 			out[key] = x
 		}
 	}
-	out, err := memgate.NormalizeMetadata(name, out)
-	if err != nil {
-		return nil, false, err
-	}
-	return out, true, nil
+	return out, nil
 }

@@ -18,6 +18,13 @@
 // output schemas admit that envelope beside each success shape, because hosts
 // built on the TypeScript SDK validate error results against them too.
 //
+// Each argument of a tool is declared once, as a param (params.go): its
+// name, whether it is required, its schema, and how its value lands in the
+// tool's typed input. The input schema, the names a call may use and the
+// decoder all come from that list. The rules of a memory, with the schema
+// that states each, are memgate's; remember applies them all at once with
+// memgate.Write.Normalize.
+//
 // A call resolves its namespace (Options.Resolve, from the principal in the
 // context and the optional namespace argument), leases that namespace's store
 // for its whole duration (Options.Lease), and releases it when done.

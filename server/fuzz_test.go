@@ -47,10 +47,10 @@ func FuzzToolArguments(f *testing.F) {
 	tools := s.tools()
 	f.Fuzz(func(t *testing.T, raw string) {
 		for _, td := range tools {
-			fields := append(slices.Clone(td.fields), "namespace")
+			fields := td.names
 			a, err := decodeArgs(json.RawMessage(raw), fields)
 			if err == nil {
-				_, _, err = s.prepare(td, fields, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Arguments: json.RawMessage(raw)}})
+				_, _, err = s.prepare(td, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Arguments: json.RawMessage(raw)}})
 			}
 			if err == nil {
 				var m map[string]json.RawMessage

@@ -199,7 +199,7 @@ func (s *Server) reviewMemories(ctx context.Context, req *mcp.GetPromptRequest, 
 	q := memgate.ListQuery{Limit: reviewPageSize}
 	if tag := a["tag"]; tag != "" {
 		if memgate.ValidateTag("tag", tag) != nil {
-			return nil, "", invalidParams("invalid params: tag must be 1 to 64 letters, digits or _ - . : /")
+			return nil, "", invalidParams(fmt.Sprintf("invalid params: tag must be 1 to %d letters, digits or _ - . : /", memgate.MaxTagChars))
 		}
 		q.Tags = []string{tag}
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -21,16 +20,6 @@ const (
 	// maxVersion is the largest version a client can send: the largest
 	// integer a JSON number carries exactly in every client language.
 	maxVersion = 1<<53 - 1
-)
-
-// Patterns of the input schemas. Each says what the validation in args.go
-// and memgate checks, in the syntax Go, ECMAScript (with the u flag, Ajv's
-// default) and JSON Schema share.
-const (
-	noControlPattern   = `^[^\x00-\x1F\x7F-\x9F]*$`
-	tagPattern         = `^[\p{L}\p{Nd}_.:/-]+$`
-	metadataKeyPattern = `^[A-Za-z0-9_.-]{1,64}$`
-	namespacePattern   = `^[a-z0-9_-]{1,64}$`
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -69,120 +58,30 @@ func input(required []string, props ...prop) *jsonschema.Schema {
 	return s
 }
 
-func idSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", Description: desc,
-		MinLength: ptr(1), MaxLength: ptr(memgate.MaxIDBytes), Pattern: noControlPattern}
-}
-
-func tagsSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "array", Description: desc, MaxItems: ptr(memgate.MaxTags),
-		Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTagChars),
-			Pattern: tagPattern}}
+// schemaOf returns a rule of memgate's as a JSON Schema, described by desc.
+func schemaOf(r memgate.Schema, desc string) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: r.Type, Types: r.Types, Description: desc, Pattern: r.Pattern}
+	bound := func(n int) *int {
+		if n == 0 {
+			return nil
+		}
+		return ptr(n)
+	}
+	s.MinLength, s.MaxLength = bound(r.MinLength), bound(r.MaxLength)
+	s.MaxItems, s.MaxProperties = bound(r.MaxItems), bound(r.MaxProperties)
+	for _, sub := range []struct {
+		from *memgate.Schema
+		to   **jsonschema.Schema
+	}{{r.Items, &s.Items}, {r.PropertyNames, &s.PropertyNames}, {r.AdditionalProperties, &s.AdditionalProperties}} {
+		if sub.from != nil {
+			*sub.to = schemaOf(*sub.from, "")
+		}
+	}
+	return s
 }
 
 func flatValues() *jsonschema.Schema {
-	return &jsonschema.Schema{Types: []string{"string", "number", "boolean", "null"}}
-}
-
-func flatObjectSchema(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "object", Description: desc, MaxProperties: ptr(memgate.MaxMetadataKeys),
-		PropertyNames:        &jsonschema.Schema{Pattern: metadataKeyPattern},
-		AdditionalProperties: flatValues()}
-}
-
-func limitSchema(desc string, max, def int) *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "integer", Description: desc, Minimum: ptr(1.0), Maximum: ptr(float64(max)),
-		Default: rawJSON(def)}
-}
-
-func cursorSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", MaxLength: ptr(maxCursorBytes),
-		Description: "next_cursor of the previous page; leave it out for the first page."}
-}
-
-func namespaceProp() prop {
-	return prop{"namespace", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxNamespaceLen),
-		Pattern:     namespacePattern,
-		Description: "Namespace (store) to use instead of this server's own: 1–64 characters of a-z, 0-9, _ and -."}}
-}
-
-// Input schemas, one per tool. namespaced adds the namespace argument.
-
-func (s *Server) rememberInput() *jsonschema.Schema {
-	return s.withNamespace(input([]string{"text"},
-		prop{"text", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
-			Description: fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
-				"Split longer text into several memories.", s.maxText)}},
-		prop{"id", idSchema("Id of the memory: 1–256 bytes, no control characters. Leave it out to create a new " +
-			"memory with a fresh id; give an existing id to replace that memory.")},
-		prop{"title", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(memgate.MaxTitleChars),
-			Pattern: noControlPattern, Description: "Short title, 1–256 characters."}},
-		prop{"tags", tagsSchema("Up to 32 tags, each 1–64 letters, digits or _ - . : /. Duplicates are dropped.")},
-		prop{"metadata", flatObjectSchema("Up to 32 keys ([A-Za-z0-9_.-]{1,64}) with string, number, boolean or " +
-			"null values; at most 8192 bytes as JSON.")},
-		prop{"if_version", &jsonschema.Schema{Type: "integer", Minimum: ptr(0.0), Maximum: ptr(float64(maxVersion)),
-			Description: "Write only if the memory's current version is this one (0: only if the id is not " +
-				"taken yet); otherwise fail with version_conflict."}},
-		prop{"allow_empty", &jsonschema.Schema{Type: "boolean", Default: rawJSON(false),
-			Description: "Store empty or white-space-only text instead of refusing it."}},
-	))
-}
-
-func (s *Server) getInput() *jsonschema.Schema {
-	return s.withNamespace(input([]string{"id"}, prop{"id", idSchema("Id of the memory.")}))
-}
-
-func (s *Server) searchInput() *jsonschema.Schema {
-	return s.withNamespace(input(nil,
-		prop{"query", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
-			Description: "Words to look for in titles and texts (ranked with BM25)."}},
-		prop{"tags", tagsSchema("Only memories with these tags (see tags_mode).")},
-		prop{"tags_mode", &jsonschema.Schema{Type: "string", Enum: []any{memgate.TagsAll, memgate.TagsAny},
-			Default: rawJSON(memgate.TagsAll), Description: "all: every tag must be present; any: one is enough."}},
-		prop{"filter", flatObjectSchema("Only memories whose metadata has each of these key/value pairs.")},
-		prop{"limit", limitSchema("Most hits to return.", memgate.MaxSearchLimit, memgate.DefaultSearchLimit)},
-		prop{"budget", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(memgate.MaxBudget)),
-			Description: "Stop adding hits once their texts would pass this many tokens (about 4 bytes each)."}},
-	))
-}
-
-func (s *Server) listInput() *jsonschema.Schema {
-	return s.withNamespace(input(nil,
-		prop{"cursor", cursorSchema()},
-		prop{"limit", limitSchema("Most memories on this page.", memgate.MaxListLimit, memgate.DefaultListLimit)},
-		prop{"tags", tagsSchema("Only memories with all of these tags.")},
-		prop{"filter", flatObjectSchema("Only memories whose metadata has each of these key/value pairs.")},
-		prop{"order", &jsonschema.Schema{Type: "string",
-			Enum:    []any{memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc, memgate.OrderCreatedDesc},
-			Default: rawJSON(memgate.OrderUpdatedDesc), Description: "Order of the listing."}},
-	))
-}
-
-func (s *Server) forgetInput() *jsonschema.Schema {
-	return s.withNamespace(input([]string{"id"},
-		prop{"id", idSchema("Id of the memory to forget.")},
-		prop{"if_version", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(maxVersion)),
-			Description: "Forget only if the memory's current version is this one; otherwise fail with " +
-				"version_conflict."}},
-	))
-}
-
-func (s *Server) statsInput() *jsonschema.Schema { return s.withNamespace(input(nil)) }
-
-func (s *Server) exportInput() *jsonschema.Schema {
-	return s.withNamespace(input(nil,
-		prop{"cursor", cursorSchema()},
-		prop{"limit", limitSchema("Most memories on this page.", MaxExportLimit, DefaultExportLimit)},
-	))
-}
-
-func (s *Server) withNamespace(in *jsonschema.Schema) *jsonschema.Schema {
-	if s.opts.NamespaceArg {
-		p := namespaceProp()
-		in.Properties[p.name] = p.schema
-		in.PropertyOrder = append(in.PropertyOrder, p.name)
-	}
-	return in
+	return schemaOf(*memgate.MetadataSchema().AdditionalProperties, "")
 }
 
 // Output schemas. Each admits its success shape or the error envelope.

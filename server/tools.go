@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,83 +16,90 @@ import (
 	"github.com/memgate/memgate"
 )
 
-// toolDef is one tool: its definition for tools/list, the arguments it
-// takes, and parse, which validates a call's arguments and returns the work
-// to do once the store is leased.
+// toolDef is one tool: its definition for tools/list, whose input schema
+// comes from the tool's params, the names of its arguments, decode, which
+// turns a call's arguments into the tool's typed input and the namespace
+// argument, and run, which checks what lies across arguments and returns
+// the work to do once the store is leased. newTool makes one.
 type toolDef struct {
 	tool   *mcp.Tool
-	write  bool // needs Options.WriteScope
-	fields []string
-	parse  func(a args) (op, error)
+	write  bool     // needs Options.WriteScope
+	names  []string // every argument, the namespace argument included when there is one
+	decode func(a args) (in any, ns string, err error)
+	run    func(in any) (op, error)
 }
 
 // op is a validated call, run against the leased store of namespace ns.
 type op func(ctx context.Context, st Store, ns memgate.Namespace) (*mcp.CallToolResult, error)
 
+// newTool returns tool t, which takes the arguments ps (and the namespace
+// argument, when the server takes one) and does run with them.
+func newTool[T any](s *Server, t *mcp.Tool, write bool, ps params[T], run func(in T) (op, error)) toolDef {
+	nsParams := s.namespaceParams()
+	props, required := ps.props()
+	nsProps, _ := nsParams.props()
+	t.InputSchema = input(required, append(props, nsProps...)...)
+	return toolDef{
+		tool:  t,
+		write: write,
+		names: append(ps.names(), nsParams.names()...),
+		decode: func(a args) (any, string, error) {
+			ns, err := nsParams.decode(a)
+			if err != nil {
+				return nil, "", err
+			}
+			in, err := ps.decode(a)
+			if err != nil {
+				return nil, "", err
+			}
+			return in, ns, nil
+		},
+		run: func(in any) (op, error) { return run(in.(T)) },
+	}
+}
+
 func (s *Server) tools() []toolDef {
 	readOnly := func(title string) *mcp.ToolAnnotations {
 		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}
 	}
-	def := func(name, title, desc string, ann *mcp.ToolAnnotations, in, out *jsonschema.Schema) *mcp.Tool {
-		return &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann, InputSchema: in, OutputSchema: out}
+	def := func(name, title, desc string, ann *mcp.ToolAnnotations, out *jsonschema.Schema) *mcp.Tool {
+		return &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann, OutputSchema: out}
 	}
 	return []toolDef{
-		{
-			tool: def(ToolRemember, "Remember",
-				"Store a memory: text worth keeping across sessions (a decision, a fact, a preference, a fix), "+
-					"with an optional title, tags and metadata. Give the id of an existing memory to replace it, "+
-					"and if_version (the version you read) to be sure nobody changed it meanwhile. "+
-					"Returns the stored memory and whether it was created. "+
-					"Text holding credentials (keys, tokens, passwords) is refused.",
-				&mcp.ToolAnnotations{Title: "Remember", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
-				s.rememberInput(), rememberOutput()),
-			write: true, fields: []string{"text", "id", "title", "tags", "metadata", "if_version", "allow_empty"},
-			parse: s.parseRemember,
-		},
-		{
-			tool: def(ToolGet, "Get memory", "Read one memory by its id.",
-				readOnly("Get memory"), s.getInput(), getOutput()),
-			fields: []string{"id"}, parse: s.parseGet,
-		},
-		{
-			tool: def(ToolSearch, "Search memories",
-				"Find memories by words (BM25 ranking over titles and texts), narrowed by tags and a metadata "+
-					"filter; needs query, tags or filter. Each hit is a memory with its score (the best hit "+
-					"scores 1.0). budget caps the text returned, in tokens.",
-				readOnly("Search memories"), s.searchInput(), searchOutput()),
-			fields: []string{"query", "tags", "tags_mode", "filter", "limit", "budget"}, parse: s.parseSearch,
-		},
-		{
-			tool: def(ToolList, "List memories",
-				"List memories page by page, most recently changed first unless order says otherwise, "+
-					"optionally only those with given tags or metadata. Pass next_cursor back as cursor for "+
-					"the next page.",
-				readOnly("List memories"), s.listInput(), listOutput()),
-			fields: []string{"cursor", "limit", "tags", "filter", "order"}, parse: s.parseList,
-		},
-		{
-			tool: def(ToolForget, "Forget memory",
-				"Delete one memory by its id. Pass if_version to delete it only if it is still the version you read.",
-				&mcp.ToolAnnotations{Title: "Forget memory", DestructiveHint: ptr(true), IdempotentHint: true,
-					OpenWorldHint: ptr(false)},
-				s.forgetInput(), forgetOutput()),
-			write: true, fields: []string{"id", "if_version"}, parse: s.parseForget,
-		},
-		{
-			tool: def(ToolStats, "Memory statistics",
-				"How many memories this namespace holds and their size, how search recalls them, the write "+
-					"mode and the limits on arguments.",
-				readOnly("Memory statistics"), s.statsInput(), statsOutput()),
-			parse: s.parseStats,
-		},
-		{
-			tool: def(ToolExport, "Export memories",
-				"Export memories as JSON Lines, oldest write first, one page per call: the first page starts "+
-					"with a header line, then one memory per line. The text content holds the lines; the "+
-					"structured result holds their count and next_cursor, to pass back as cursor.",
-				readOnly("Export memories"), s.exportInput(), exportOutput()),
-			fields: []string{"cursor", "limit"}, parse: s.parseExport,
-		},
+		newTool(s, def(ToolRemember, "Remember",
+			"Store a memory: text worth keeping across sessions (a decision, a fact, a preference, a fix), "+
+				"with an optional title, tags and metadata. Give the id of an existing memory to replace it, "+
+				"and if_version (the version you read) to be sure nobody changed it meanwhile. "+
+				"Returns the stored memory and whether it was created. "+
+				"Text holding credentials (keys, tokens, passwords) is refused.",
+			&mcp.ToolAnnotations{Title: "Remember", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+			rememberOutput()), true, s.rememberParams(), s.remember),
+		newTool(s, def(ToolGet, "Get memory", "Read one memory by its id.",
+			readOnly("Get memory"), getOutput()), false, getParams(), s.get),
+		newTool(s, def(ToolSearch, "Search memories",
+			"Find memories by words (BM25 ranking over titles and texts), narrowed by tags and a metadata "+
+				"filter; needs query, tags or filter. Each hit is a memory with its score (the best hit "+
+				"scores 1.0). budget caps the text returned, in tokens.",
+			readOnly("Search memories"), searchOutput()), false, s.searchParams(), s.search),
+		newTool(s, def(ToolList, "List memories",
+			"List memories page by page, most recently changed first unless order says otherwise, "+
+				"optionally only those with given tags or metadata. Pass next_cursor back as cursor for "+
+				"the next page.",
+			readOnly("List memories"), listOutput()), false, listParams(), s.list),
+		newTool(s, def(ToolForget, "Forget memory",
+			"Delete one memory by its id. Pass if_version to delete it only if it is still the version you read.",
+			&mcp.ToolAnnotations{Title: "Forget memory", DestructiveHint: ptr(true), IdempotentHint: true,
+				OpenWorldHint: ptr(false)},
+			forgetOutput()), true, forgetParams(), s.forget),
+		newTool(s, def(ToolStats, "Memory statistics",
+			"How many memories this namespace holds and their size, how search recalls them, the write "+
+				"mode and the limits on arguments.",
+			readOnly("Memory statistics"), statsOutput()), false, params[struct{}]{}, s.statsTool),
+		newTool(s, def(ToolExport, "Export memories",
+			"Export memories as JSON Lines, oldest write first, one page per call: the first page starts "+
+				"with a header line, then one memory per line. The text content holds the lines; the "+
+				"structured result holds their count and next_cursor, to pass back as cursor.",
+			readOnly("Export memories"), exportOutput()), false, exportParams(), s.export),
 	}
 }
 
@@ -103,10 +108,6 @@ func (s *Server) tools() []toolDef {
 // envelope and the log line. A panic is the recovery's (Server.recovering).
 func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 	name := t.tool.Name
-	fields := t.fields
-	if s.opts.NamespaceArg {
-		fields = append(fields[:len(fields):len(fields)], "namespace")
-	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, rpcErr error) {
 		start := time.Now()
 		var (
@@ -118,7 +119,7 @@ func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 				s.logCall(ctx, "tools/call", name, ns, start, err)
 			}
 		}()
-		ns, res, err = s.call(ctx, t, fields, req)
+		ns, res, err = s.call(ctx, t, req)
 		if protocol, ok := err.(*jsonrpc.Error); ok {
 			return nil, protocol
 		}
@@ -135,8 +136,8 @@ func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 // the lease of that namespace's store, and the work. A bare *jsonrpc.Error
 // (arguments that are not an object) is a protocol error; every other error
 // becomes the error envelope.
-func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.CallToolRequest) (memgate.Namespace, *mcp.CallToolResult, error) {
-	run, nsArg, err := s.prepare(t, fields, req)
+func (s *Server) call(ctx context.Context, t toolDef, req *mcp.CallToolRequest) (memgate.Namespace, *mcp.CallToolResult, error) {
+	run, nsArg, err := s.prepare(t, req)
 	if err != nil {
 		return "", nil, err
 	}
@@ -157,31 +158,23 @@ func (s *Server) call(ctx context.Context, t toolDef, fields []string, req *mcp.
 	return ns, res, err
 }
 
-// prepare decodes and validates a call's arguments.
-func (s *Server) prepare(t toolDef, fields []string, req *mcp.CallToolRequest) (op, string, error) {
+// prepare decodes and validates a call's arguments, and returns the work
+// and the namespace argument ("" when there is none).
+func (s *Server) prepare(t toolDef, req *mcp.CallToolRequest) (op, string, error) {
 	var raw []byte
 	if req.Params != nil {
 		raw = req.Params.Arguments
 	}
-	a, err := decodeArgs(raw, fields)
+	a, err := decodeArgs(raw, t.names)
 	if err != nil {
 		return nil, "", err
 	}
-	var nsArg string
-	if s.opts.NamespaceArg {
-		v, ok, err := a.str("namespace")
-		if err != nil {
-			return nil, "", err
-		}
-		if ok {
-			if _, err := memgate.ParseNamespace("namespace", v); err != nil {
-				return nil, "", err
-			}
-			nsArg = v
-		}
+	in, ns, err := t.decode(a)
+	if err != nil {
+		return nil, "", err
 	}
-	run, err := t.parse(a)
-	return run, nsArg, err
+	run, err := t.run(in)
+	return run, ns, err
 }
 
 var errNoWriteScope = &memgate.Error{Code: memgate.CodeForbidden,
@@ -264,106 +257,54 @@ func wireMemory(m memgate.Memory) memgate.Memory {
 	return m
 }
 
-// Argument rules shared by several tools.
+// The tools: each one's params, and the work they lead to.
 
-func required(name string) error { return memgate.Invalid(name, "%s is required", name) }
-
-func (s *Server) textTooLarge() error {
-	return &memgate.Error{Code: memgate.CodeTooLarge,
-		Message: fmt.Sprintf("text is larger than the limit of %d bytes; split it into several memories", s.maxText),
-		Details: map[string]any{"field": "text", "limit": s.maxText}}
-}
-
-func requiredID(a args) (string, error) {
-	id, ok, err := a.str("id")
-	switch {
-	case err != nil:
-		return "", err
-	case !ok:
-		return "", required("id")
+func (s *Server) rememberParams() params[memgate.Write] {
+	type write = memgate.Write
+	return params[write]{
+		required(str("text", schemaOf(memgate.TextSchema(s.maxText),
+			fmt.Sprintf("What to remember, kept byte for byte: at most %d bytes of UTF-8. "+
+				"Split longer text into several memories.", s.maxText)),
+			func(w *write, v string) error { w.Text = v; return nil })),
+		writeStr("id", schemaOf(memgate.IDSchema(), "Id of the memory: 1–256 bytes, no control characters. "+
+			"Leave it out to create a new memory with a fresh id; give an existing id to replace that memory."),
+			memgate.ValidateID, func(w *write, v string) { w.ID = v }),
+		writeStr("title", schemaOf(memgate.TitleSchema(), "Short title, 1–256 characters."),
+			memgate.ValidateTitle, func(w *write, v string) { w.Title = v }),
+		list("tags", schemaOf(memgate.TagsSchema(),
+			"Up to 32 tags, each 1–64 letters, digits or _ - . : /. Duplicates are dropped."),
+			func(w *write, tags []string) error { w.Tags = tags; return nil }),
+		flatObject("metadata", schemaOf(memgate.MetadataSchema(), "Up to 32 keys ([A-Za-z0-9_.-]{1,64}) "+
+			"with string, number, boolean or null values; at most 8192 bytes as JSON."),
+			func(w *write, md map[string]any) error { w.Metadata = md; return nil }),
+		integer("if_version", "Write only if the memory's current version is this one (0: only if the id is "+
+			"not taken yet); otherwise fail with version_conflict.", 0, maxVersion,
+			func(w *write, v int64) { w.IfVersion = &v }),
+		boolean("allow_empty", "Store empty or white-space-only text instead of refusing it.",
+			func(w *write, b bool) { w.AllowEmpty = b }),
 	}
-	return id, memgate.ValidateID("id", id)
 }
 
-func optionalTags(a args) ([]string, error) {
-	tags, _, err := a.strings("tags", memgate.MaxTags)
+// writeStr declares an optional string of a memgate.Write, which reads ""
+// as none. An empty string given as the argument is judged at once by rule
+// (which refuses it); any other value is judged with the rest of the write,
+// by Write.Normalize, with the same rule.
+func writeStr(name string, schema *jsonschema.Schema, rule func(field, s string) error,
+	set func(w *memgate.Write, s string)) param[memgate.Write] {
+	return str(name, schema, func(w *memgate.Write, v string) error {
+		if v == "" {
+			return rule(name, v)
+		}
+		set(w, v)
+		return nil
+	})
+}
+
+// remember validates the write (Write.Normalize: every rule of a memory,
+// once) and looks for secrets in it.
+func (s *Server) remember(w memgate.Write) (op, error) {
+	w, err := w.Normalize(s.maxText)
 	if err != nil {
-		return nil, err
-	}
-	return memgate.NormalizeTags("tags", tags)
-}
-
-func enum(a args, name string, values ...string) (string, error) {
-	v, ok, err := a.str(name)
-	if err != nil || !ok {
-		return "", err
-	}
-	for _, x := range values {
-		if v == x {
-			return v, nil
-		}
-	}
-	return "", memgate.Invalid(name, "%s must be one of: %s", name, strings.Join(values, ", "))
-}
-
-func cursor(a args) (string, error) {
-	c, _, err := a.str("cursor")
-	if err == nil && len(c) > maxCursorBytes {
-		err = memgate.Invalid("cursor", "cursor is not one this listing returned; start again without it")
-	}
-	return c, err
-}
-
-func intArg(a args, name string, min, max int64) (int, error) {
-	n, _, err := a.integer(name, min, max)
-	return int(n), err
-}
-
-// The tools.
-
-func (s *Server) parseRemember(a args) (op, error) {
-	var w memgate.Write
-	text, ok, err := a.str("text")
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, required("text")
-	case len(text) > s.maxText:
-		return nil, s.textTooLarge()
-	}
-	w.Text = text
-	if id, ok, err := a.str("id"); err != nil {
-		return nil, err
-	} else if ok {
-		if err := memgate.ValidateID("id", id); err != nil {
-			return nil, err
-		}
-		w.ID = id
-	}
-	if title, ok, err := a.str("title"); err != nil {
-		return nil, err
-	} else if ok {
-		if err := validateTitle(title); err != nil {
-			return nil, err
-		}
-		w.Title = title
-	}
-	if w.Tags, err = optionalTags(a); err != nil {
-		return nil, err
-	}
-	if w.Metadata, _, err = a.flatObject("metadata"); err != nil {
-		return nil, err
-	}
-	if v, ok, err := a.integer("if_version", 0, maxVersion); err != nil {
-		return nil, err
-	} else if ok {
-		w.IfVersion = &v
-	}
-	if w.AllowEmpty, _, err = a.boolean("allow_empty"); err != nil {
-		return nil, err
-	}
-	if w, err = w.Normalize(s.maxText); err != nil {
 		return nil, err
 	}
 	if !s.opts.AllowSecrets {
@@ -391,20 +332,6 @@ func (s *Server) parseRemember(a args) (op, error) {
 		}
 		return successResult(rememberResult{Memory: wireMemory(m), Created: created}), nil
 	}, nil
-}
-
-// validateTitle checks a title given as an argument: 1–256 characters, no
-// control characters. (memgate.Write reads an empty title as none; an
-// argument that is present must not be empty.)
-func validateTitle(title string) error {
-	n := utf8.RuneCountInString(title)
-	switch {
-	case n == 0 || n > memgate.MaxTitleChars:
-		return memgate.Invalid("title", "title must be 1 to %d characters", memgate.MaxTitleChars)
-	case strings.IndexFunc(title, unicode.IsControl) >= 0:
-		return memgate.Invalid("title", "title must not contain control characters")
-	}
-	return nil
 }
 
 // secretError says which field holds which kind of secret, never the value.
@@ -440,11 +367,14 @@ func refuseSecrets(w memgate.Write) error {
 	return nil
 }
 
-func (s *Server) parseGet(a args) (op, error) {
-	id, err := requiredID(a)
-	if err != nil {
-		return nil, err
-	}
+type getInput struct{ id string }
+
+func getParams() params[getInput] {
+	return params[getInput]{idParam("Id of the memory.", func(in *getInput) *string { return &in.id })}
+}
+
+func (s *Server) get(in getInput) (op, error) {
+	id := in.id
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
 		m, err := st.Get(ctx, id)
 		if err != nil {
@@ -454,32 +384,32 @@ func (s *Server) parseGet(a args) (op, error) {
 	}, nil
 }
 
-func (s *Server) parseSearch(a args) (op, error) {
-	var (
-		q   memgate.Query
-		err error
-	)
-	if q.Text, _, err = a.str("query"); err != nil {
-		return nil, err
+func (s *Server) searchParams() params[memgate.Query] {
+	type query = memgate.Query
+	return params[query]{
+		str("query", &jsonschema.Schema{Type: "string", MaxLength: ptr(s.maxText),
+			Description: "Words to look for in titles and texts (ranked with BM25)."},
+			func(q *query, v string) error {
+				if len(v) > s.maxText {
+					return memgate.Invalid("query", "query must be at most %d bytes", s.maxText)
+				}
+				q.Text = v
+				return nil
+			}),
+		tagsParam("Only memories with these tags (see tags_mode).", func(q *query) *[]string { return &q.Tags }),
+		oneOf("tags_mode", "all: every tag must be present; any: one is enough.",
+			[]string{memgate.TagsAll, memgate.TagsAny}, func(q *query, v string) { q.TagsMode = v }),
+		filterParam(func(q *query) *map[string]any { return &q.Filter }),
+		limit("Most hits to return.", memgate.MaxSearchLimit, memgate.DefaultSearchLimit,
+			func(q *query, n int) { q.Limit = n }),
+		integer("budget", "Stop adding hits once their texts would pass this many tokens (about 4 bytes each).",
+			1, memgate.MaxBudget, func(q *query, n int64) { q.Budget = int(n) }),
 	}
-	if len(q.Text) > s.maxText {
-		return nil, memgate.Invalid("query", "query must be at most %d bytes", s.maxText)
-	}
-	if q.Tags, err = optionalTags(a); err != nil {
-		return nil, err
-	}
-	if q.TagsMode, err = enum(a, "tags_mode", memgate.TagsAll, memgate.TagsAny); err != nil {
-		return nil, err
-	}
-	if q.Filter, _, err = a.flatObject("filter"); err != nil {
-		return nil, err
-	}
-	if q.Limit, err = intArg(a, "limit", 1, memgate.MaxSearchLimit); err != nil {
-		return nil, err
-	}
-	if q.Budget, err = intArg(a, "budget", 1, memgate.MaxBudget); err != nil {
-		return nil, err
-	}
+}
+
+// search checks the rule across its arguments: it needs words, tags or a
+// filter.
+func (s *Server) search(q memgate.Query) (op, error) {
 	if strings.TrimSpace(q.Text) == "" && len(q.Tags) == 0 && len(q.Filter) == 0 {
 		return nil, memgate.Invalid("query", "search needs a query, tags or a filter")
 	}
@@ -498,26 +428,21 @@ func (s *Server) parseSearch(a args) (op, error) {
 	}, nil
 }
 
-func (s *Server) parseList(a args) (op, error) {
-	var (
-		q   memgate.ListQuery
-		err error
-	)
-	if q.Cursor, err = cursor(a); err != nil {
-		return nil, err
+func listParams() params[memgate.ListQuery] {
+	type query = memgate.ListQuery
+	return params[query]{
+		cursorParam(func(q *query) *string { return &q.Cursor }),
+		limit("Most memories on this page.", memgate.MaxListLimit, memgate.DefaultListLimit,
+			func(q *query, n int) { q.Limit = n }),
+		tagsParam("Only memories with all of these tags.", func(q *query) *[]string { return &q.Tags }),
+		filterParam(func(q *query) *map[string]any { return &q.Filter }),
+		oneOf("order", "Order of the listing.",
+			[]string{memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc, memgate.OrderCreatedDesc},
+			func(q *query, v string) { q.Order = v }),
 	}
-	if q.Limit, err = intArg(a, "limit", 1, memgate.MaxListLimit); err != nil {
-		return nil, err
-	}
-	if q.Tags, err = optionalTags(a); err != nil {
-		return nil, err
-	}
-	if q.Filter, _, err = a.flatObject("filter"); err != nil {
-		return nil, err
-	}
-	if q.Order, err = enum(a, "order", memgate.OrderUpdatedDesc, memgate.OrderCreatedAsc, memgate.OrderCreatedDesc); err != nil {
-		return nil, err
-	}
+}
+
+func (s *Server) list(q memgate.ListQuery) (op, error) {
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
 		// The page ends early when the next memory would pass the bound
 		// on the answer; each memory is encoded once, as it is taken.
@@ -535,17 +460,21 @@ func (s *Server) parseList(a args) (op, error) {
 	}, nil
 }
 
-func (s *Server) parseForget(a args) (op, error) {
-	id, err := requiredID(a)
-	if err != nil {
-		return nil, err
+type forgetInput struct {
+	id        string
+	ifVersion *int64
+}
+
+func forgetParams() params[forgetInput] {
+	return params[forgetInput]{
+		idParam("Id of the memory to forget.", func(in *forgetInput) *string { return &in.id }),
+		integer("if_version", "Forget only if the memory's current version is this one; otherwise fail with "+
+			"version_conflict.", 1, maxVersion, func(in *forgetInput, v int64) { in.ifVersion = &v }),
 	}
-	var ifVersion *int64
-	if v, ok, err := a.integer("if_version", 1, maxVersion); err != nil {
-		return nil, err
-	} else if ok {
-		ifVersion = &v
-	}
+}
+
+func (s *Server) forget(in forgetInput) (op, error) {
+	id, ifVersion := in.id, in.ifVersion
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
 		if err := st.Delete(ctx, id, ifVersion); err != nil {
 			return nil, err
@@ -554,7 +483,7 @@ func (s *Server) parseForget(a args) (op, error) {
 	}, nil
 }
 
-func (s *Server) parseStats(args) (op, error) {
+func (s *Server) statsTool(struct{}) (op, error) {
 	return func(ctx context.Context, st Store, ns memgate.Namespace) (*mcp.CallToolResult, error) {
 		r, err := s.stats(ctx, st, ns)
 		if err != nil {
@@ -582,15 +511,21 @@ func (s *Server) stats(ctx context.Context, st Store, ns memgate.Namespace) (sta
 	}, nil
 }
 
-func (s *Server) parseExport(a args) (op, error) {
-	c, err := cursor(a)
-	if err != nil {
-		return nil, err
+type exportInput struct {
+	cursor string
+	limit  int
+}
+
+func exportParams() params[exportInput] {
+	return params[exportInput]{
+		cursorParam(func(in *exportInput) *string { return &in.cursor }),
+		limit("Most memories on this page.", MaxExportLimit, DefaultExportLimit,
+			func(in *exportInput, n int) { in.limit = n }),
 	}
-	limit, err := intArg(a, "limit", 1, MaxExportLimit)
-	if err != nil {
-		return nil, err
-	}
+}
+
+func (s *Server) export(in exportInput) (op, error) {
+	c, limit := in.cursor, in.limit
 	if limit == 0 {
 		limit = DefaultExportLimit
 	}
