@@ -145,7 +145,11 @@ func parse(parser *kong.Kong, args []string) (kctx *kong.Context, err error) {
 	}
 	kctx, err = parser.Parse(args)
 	if err != nil {
-		return nil, usageError{errors.New(redactParseError(err.Error()))}
+		msg := redactParseError(err.Error())
+		if strings.HasPrefix(args[0], "-") && strings.HasPrefix(msg, "unknown flag") {
+			msg += " (flags follow their command: memgate COMMAND [flags])"
+		}
+		return nil, usageError{errors.New(msg)}
 	}
 	return kctx, nil
 }
