@@ -23,7 +23,7 @@ func (f *encryptFlag) AfterApply(c *Config) error {
 
 // passphraseFlag names the variable of the stores' passphrase.
 type passphraseFlag struct {
-	PassphraseEnv string `name:"passphrase-env" default:"MEMGATE_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the passphrase of --encrypt."`
+	PassphraseEnv string `name:"passphrase-env" default:"MEMGATE_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the passphrase of the encrypted stores (--encrypt)."`
 }
 
 func (f *passphraseFlag) AfterApply(c *Config) error {

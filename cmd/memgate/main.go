@@ -27,7 +27,7 @@ func main() {
 // cli is the command line: the commands, each with its own flags (the
 // groups of Config it takes, and its arguments). There are no global flags.
 type cli struct {
-	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default transport)."`
+	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default) or streamable HTTP (--transport http)."`
 	Remember   rememberCmd   `cmd:"" help:"Store a memory: TEXT, or standard input when TEXT is left out."`
 	Get        getCmd        `cmd:"" help:"Print one memory."`
 	Search     searchCmd     `cmd:"" help:"Search memories by words, tags and metadata."`
