@@ -16,6 +16,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -318,6 +319,7 @@ func flagDefaults() kong.Vars {
 		"maxMemoryBytes":    itoa(memgate.DefaultMaxTextBytes),
 		"maxResponseBytes":  itoa(memgate.DefaultMaxResponseBytes),
 		"writeMode":         server.WriteFull,
+		"onConflict":        storage.ImportSkip,
 
 		"path":              server.DefaultPath,
 		"maxConnections":    itoa(server.DefaultMaxConnections),
