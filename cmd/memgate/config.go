@@ -39,9 +39,10 @@ const maxResponseBytesLimit = 1 << 30
 // (AfterApply); the groups it did not take stay zero, which the packages
 // read as their defaults, and are not validated.
 //
-// The flags of a group are configuration: each also has an environment
-// variable (envName), and a flag on the command line beats its variable,
-// which beats the default. A command's own flags and arguments (an id, a
+// The flags of a group are configuration: a command embeds a group with a
+// group:"..." tag, which lists its flags in a section of the help of their
+// own and gives each an environment variable (fromEnv, envName). A flag on
+// the command line beats its variable, which beats the default. A command's own flags and arguments (an id, a
 // limit, a tag) never come from the environment. The default of
 // --data-dir is computed from XDG_DATA_HOME or HOME (see envResolver).
 type Config struct {
