@@ -254,7 +254,7 @@ func statsOp(spaces int) func(*rand.Rand, int) op {
 func (e *env) countStores(data string, spaces int) ([]int64, error) {
 	out := make([]int64, spaces)
 	for s := range spaces {
-		b, err := exec.Command(e.c.memgateBin, "--data-dir", data, "--namespace", nsName(s), "stats").Output()
+		b, err := exec.Command(e.c.memgateBin, "stats", "--data-dir", data, "--namespace", nsName(s)).Output()
 		if err != nil {
 			return nil, fmt.Errorf("stats of %s: %w", nsName(s), err)
 		}

@@ -48,7 +48,7 @@ func (e *env) s2() error {
 	for round := range e.c.rounds {
 		data := filepath.Join(e.dir, fmt.Sprint("s2-", round))
 		start := time.Now()
-		out, err := exec.Command(e.c.memgateBin, "--data-dir", data, "import", file).Output()
+		out, err := exec.Command(e.c.memgateBin, "import", file, "--data-dir", data).Output()
 		if err != nil {
 			return fmt.Errorf("memgate import: %w", err)
 		}
@@ -349,7 +349,7 @@ func (e *env) s8() error {
 		}
 		kept := 0
 		if sys.name == "memgate" {
-			out, err := exec.Command(e.c.memgateBin, "--data-dir", dir, "stats").Output()
+			out, err := exec.Command(e.c.memgateBin, "stats", "--data-dir", dir).Output()
 			if err != nil {
 				return err
 			}

@@ -33,8 +33,8 @@ type authFlags struct {
 	JWTJWKSFile    string        `name:"jwt-jwks-file" placeholder:"FILE" help:"JWKS of the JWT issuer, from a file read at start."`
 	JWTCAFile      string        `name:"jwt-ca-file" placeholder:"FILE" help:"PEM certificates: the only ones trusted for --jwt-jwks-url (a private CA)."`
 	JWTAlgorithms  []string      `name:"jwt-algorithms" placeholder:"ALG" help:"Signature algorithms accepted (default RS*, PS*, ES*, EdDSA; never HS* or none)."`
-	JWTJWKSRefresh time.Duration `name:"jwt-jwks-refresh" default:"5m" placeholder:"DURATION" help:"Refetch the JWKS in the background once it is this old."`
-	ClockSkew      time.Duration `name:"clock-skew" aliases:"jwt-clock-skew" default:"30s" placeholder:"DURATION" help:"Leeway for exp, nbf and iat of JWTs, and nbf and iat of introspected tokens."`
+	JWTJWKSRefresh time.Duration `name:"jwt-jwks-refresh" default:"${jwksRefresh}" placeholder:"DURATION" help:"Refetch the JWKS in the background once it is this old."`
+	ClockSkew      time.Duration `name:"clock-skew" aliases:"jwt-clock-skew" default:"${clockSkew}" placeholder:"DURATION" help:"Leeway for exp, nbf and iat of JWTs, and nbf and iat of introspected tokens."`
 
 	OAuthIssuer           string        `name:"oauth-issuer" placeholder:"URL" help:"OAuth authorization server (https): introspection answers must name it as iss."`
 	OAuthResource         string        `name:"oauth-resource" placeholder:"URL" help:"This server's resource identifier: introspected tokens must hold it in aud."`
@@ -47,7 +47,7 @@ type authFlags struct {
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`
 	ReadScope            string `name:"read-scope" default:"memory:read" placeholder:"SCOPE" help:"Scope every authenticated request needs (403 without it; empty: none)."`
 	WriteScope           string `name:"write-scope" default:"memory:write" placeholder:"SCOPE" help:"Scope remember and forget need besides (empty: none)."`
-	NamespaceClaim       string `name:"namespace-claim" default:"memgate_namespace" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
+	NamespaceClaim       string `name:"namespace-claim" default:"${namespaceClaim}" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
 	NamespaceFromSubject bool   `name:"namespace-from-subject" help:"Token strategy: a token without the namespace claim gets a namespace of its own, derived from its issuer and subject (a per-user SaaS)."`
 }
 
@@ -74,7 +74,7 @@ func (f *authFlags) oauth() bool {
 // validate reports the problems of the authorization flags through bad.
 // MEMGATE_TOKEN and the files are checked when serve starts (authenticator):
 // Config does not see the environment's secrets.
-func (f *authFlags) validate(c *Config, bad func(flag, format string, args ...any)) {
+func (f *authFlags) validate(c *Config, bad badFunc) {
 	jwt, oauth := f.jwt(), f.oauth()
 	if c.Transport != "http" {
 		for _, s := range []struct {

@@ -68,7 +68,7 @@ func TestAuthFlagsValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig(t, env{}, append([]string{"stats"}, tc.args...)...)
+			_, err := parseConfig(t, env{}, append([]string{"serve"}, tc.args...)...)
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -90,7 +90,7 @@ func TestAuthFlagsValidate(t *testing.T) {
 func TestAuthenticatorSetup(t *testing.T) {
 	setup := func(t *testing.T, e env, args ...string) (*authSetup, error) {
 		t.Helper()
-		cfg, err := parseConfig(t, e, append([]string{"stats", "--data-dir", t.TempDir(), "--transport", "http"}, args...)...)
+		cfg, err := parseConfig(t, e, append([]string{"serve", "--data-dir", t.TempDir(), "--transport", "http"}, args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestAuthenticatorSetup(t *testing.T) {
 		}
 	})
 	t.Run("empty scope names need no scope", func(t *testing.T) {
-		cfg, err := parseConfig(t, env{}, "stats", "--data-dir", t.TempDir(), "--transport", "http", "--read-scope=", "--write-scope=")
+		cfg, err := parseConfig(t, env{}, "serve", "--data-dir", t.TempDir(), "--transport", "http", "--read-scope=", "--write-scope=")
 		if err != nil || cfg.Auth.ReadScope != "" || cfg.Auth.WriteScope != "" {
 			t.Fatalf("%q %q %v", cfg.Auth.ReadScope, cfg.Auth.WriteScope, err)
 		}

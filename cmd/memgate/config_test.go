@@ -13,12 +13,11 @@ import (
 // configuration.
 func parseConfig(t *testing.T, e env, args ...string) (*Config, error) {
 	t.Helper()
-	c, _, err := parseArgs(args, e.get, io.Discard, io.Discard)
+	cfg, _, err := parseArgs(args, e.get, io.Discard, io.Discard)
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config(c.Flags)
-	return &cfg, cfg.Validate()
+	return cfg, cfg.Validate()
 }
 
 func TestConfigPrecedence(t *testing.T) {
@@ -61,7 +60,7 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseConfig(t, tt.env, append([]string{"stats"}, tt.args...)...)
+			c, err := parseConfig(t, tt.env, append([]string{"serve"}, tt.args...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,14 +97,14 @@ func TestConfigPrecedenceReachesTheStore(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
-	r := mg(t, env{}, "", "stats", "--namespace", "Not Valid", "--namespace-strategy", "token",
+	r := mg(t, env{}, "", "serve", "--namespace", "Not Valid", "--namespace-strategy", "token",
 		"--max-stores", "0", "--store-idle-timeout=-1s", "--max-memory-bytes", "0", "--write-mode", "sometimes",
 		"--disable-tool", "nope", "--transport", "pigeon", "--log", "loud", "--log-format", "xml")
 	if r.code != 2 {
 		t.Fatalf("exit %d, want 2", r.code)
 	}
-	want := []string{"--data-dir", "--namespace:", "--namespace-strategy", "--max-stores", "--store-idle-timeout",
-		"--max-memory-bytes", "--write-mode", "--disable-tool", "--transport", "--log:", "--log-format"}
+	want := []string{"--data-dir", "--namespace:", "--max-memory-bytes", "--write-mode", "--disable-tool",
+		"--transport", "--namespace-strategy", "--max-stores", "--store-idle-timeout", "--log:", "--log-format"}
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), r.stderr)
@@ -173,10 +172,13 @@ func TestHelp(t *testing.T) {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", a, r.code, r.stdout, r.stderr)
 		}
 	}
-	r := mg(t, env{}, "", "--help")
-	for _, want := range []string{"$MEMGATE_MAX_STORES", "$MEMGATE_DATA_DIR", "default 16", "verify", "invoke"} {
+	if r := mg(t, env{}, "", "--help"); !strings.Contains(r.stdout, "verify") || !strings.Contains(r.stdout, "invoke") {
+		t.Errorf("help lacks the commands:\n%s", r.stdout)
+	}
+	r := mg(t, env{}, "", "serve", "--help")
+	for _, want := range []string{"$MEMGATE_MAX_STORES", "$MEMGATE_DATA_DIR", "default 16", "default 30m;", "--jwt-issuer"} {
 		if !strings.Contains(r.stdout, want) {
-			t.Errorf("help lacks %q", want)
+			t.Errorf("serve's help lacks %q", want)
 		}
 	}
 }

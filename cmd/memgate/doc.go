@@ -12,11 +12,17 @@
 //	memgate invoke TOOL                call a tool with JSON on standard input
 //	memgate verify | version           check the installation; print the version
 //
-// Every flag is global and has an environment variable, MEMGATE_ and the
-// flag in upper case with hyphens as underscores (--max-stores is
-// MEMGATE_MAX_STORES); a flag on the command line beats its variable, which
-// beats the default. Config holds them all; its Validate reports every
-// problem at once, each naming its flag.
+// Flags belong to their command, and follow it: `memgate get --help` lists
+// what get takes. The configuration of the stores and of serve comes in
+// groups of flags (config.go); a command takes the groups it uses, and
+// each such flag also has an environment variable, MEMGATE_ and the flag in
+// upper case with hyphens as underscores (--max-stores is
+// MEMGATE_MAX_STORES). A flag on the command line beats its variable, which
+// beats the default. A command's own flags and arguments (an id, a limit, a
+// tag) never come from the environment, and the variables of a group a
+// command does not take are not read: a store command runs in the
+// environment of a server. Config holds the groups of one run; its
+// Validate reports every problem at once, each naming its flag.
 //
 // main only wires the process to run(ctx, args, getenv, stdin, stdout,
 // stderr), which tests call in-process. run reports a failure on stderr,

@@ -9,12 +9,26 @@ import (
 	"github.com/memgate/memgate/storage"
 )
 
-// encryptFlags configure encryption at rest. The passphrase itself is never
-// a flag: it comes from the environment variable that --passphrase-env
-// names, read through the app's getenv.
-type encryptFlags struct {
-	Encrypt       bool   `name:"encrypt" help:"Encrypt the stores at rest with the passphrase in the variable --passphrase-env names; an encrypted store opens only with it."`
-	PassphraseEnv string `name:"passphrase-env" default:"MEMGATE_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the passphrase of --encrypt."`
+// encryptFlag turns encryption at rest on. The passphrase itself is never a
+// flag: it comes from the environment variable that --passphrase-env
+// names (passphraseFlag), read through the app's getenv.
+type encryptFlag struct {
+	Encrypt bool `name:"encrypt" help:"Encrypt the stores at rest with the passphrase in the variable --passphrase-env names; an encrypted store opens only with it."`
+}
+
+func (f *encryptFlag) AfterApply(c *Config) error {
+	c.encryptFlag, c.taken = *f, c.taken|takesEncrypt
+	return nil
+}
+
+// passphraseFlag names the variable of the stores' passphrase.
+type passphraseFlag struct {
+	PassphraseEnv string `name:"passphrase-env" default:"MEMGATE_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the passphrase of the encrypted stores (--encrypt)."`
+}
+
+func (f *passphraseFlag) AfterApply(c *Config) error {
+	c.passphraseFlag, c.taken = *f, c.taken|takesPassphrase
+	return nil
 }
 
 // minPassphraseChars is the shortest passphrase accepted. Argon2id slows
@@ -23,8 +37,7 @@ const minPassphraseChars = 8
 
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// validate reports the problems of the encryption flags through bad.
-func (f *encryptFlags) validate(c *Config, bad func(flag, format string, args ...any)) {
+func (f *passphraseFlag) validate(bad badFunc) {
 	if !envVarName.MatchString(f.PassphraseEnv) {
 		bad("passphrase-env", "must be the name of an environment variable (letters, digits and _)")
 	}
@@ -38,10 +51,10 @@ var kdfCost storage.KDFParams
 // --encrypt; a usage error, naming the variable but never its value, when
 // the passphrase is missing or too short.
 func (a *app) encryption() (*storage.Encryption, error) {
-	if !a.cfg.Encryption.Encrypt {
+	if !a.cfg.Encrypt {
 		return nil, nil
 	}
-	return a.passphrase("encrypt", a.cfg.Encryption.PassphraseEnv)
+	return a.passphrase("encrypt", a.cfg.PassphraseEnv)
 }
 
 // passphrase reads the passphrase in the variable name, for flag.

@@ -56,7 +56,7 @@ func TestExportCommandFollowsShortPages(t *testing.T) {
 		text, _ := json.Marshal(strings.Repeat("\x01", 1000))
 		fmt.Fprintf(&lines, `{"id":"m%d","text":%s}`+"\n", i, text)
 	}
-	if rep := mg(t, env{}, lines.String(), args(dd, append([]string{"import", "-"}, flags...)...)...).ok(t); rep["imported"] != float64(100) {
+	if rep := mg(t, env{}, lines.String(), args(dd, "import", "-", "--max-memory-bytes", "1024")...).ok(t); rep["imported"] != float64(100) {
 		t.Fatalf("import: %v", rep)
 	}
 	// One page of export holds fewer than 100 such lines under this bound.

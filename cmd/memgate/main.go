@@ -24,15 +24,10 @@ func main() {
 	os.Exit(exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)))
 }
 
-// cli is the command line: the global flags of Config, then the commands.
-//
-// Kong calls the Validate method of whatever it parses into, so it parses
-// the flags into flagSet, Config without its methods, and runCommand
-// validates the Config itself: not for the commands that use none of it.
+// cli is the command line: the commands, each with its own flags (the
+// groups of Config it takes, and its arguments). There are no global flags.
 type cli struct {
-	Flags flagSet `embed:""`
-
-	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default transport)."`
+	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default) or streamable HTTP (--transport http)."`
 	Remember   rememberCmd   `cmd:"" help:"Store a memory: TEXT, or standard input when TEXT is left out."`
 	Get        getCmd        `cmd:"" help:"Print one memory."`
 	Search     searchCmd     `cmd:"" help:"Search memories by words, tags and metadata."`
@@ -79,19 +74,14 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err := checkArgsUTF8(args); err != nil {
 		return err
 	}
-	c, kctx, err := parseArgs(args, getenv, stdout, stderr)
+	cfg, kctx, err := parseArgs(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	cfg := Config(c.Flags)
-	switch kctx.Command() {
-	case "version": // it uses none of it
-	default:
-		if err := cfg.Validate(); err != nil {
-			return usageError{err}
-		}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
 	}
-	a := &app{ctx: ctx, cfg: &cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr), getenv: getenv}
+	a := &app{ctx: ctx, cfg: cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr), getenv: getenv}
 	err = kctx.Run(a)
 	a.logCause(err)
 	return err
@@ -108,14 +98,21 @@ func (a *app) logCause(err error) {
 }
 
 // parseArgs reads the command line and the environment (through getenv)
-// into a cli; the Config in it is not validated yet. Help goes to stdout.
-func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writer) (*cli, *kong.Context, error) {
-	var c cli
+// into the configuration of the command it names, not validated yet. Help
+// goes to stdout.
+func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writer) (*Config, *kong.Context, error) {
+	var (
+		c   cli
+		cfg Config // filled by the AfterApply of each group the command takes
+	)
 	parser, err := kong.New(&c,
 		kong.Name("memgate"),
 		kong.Description("memgate: a long-term memory for AI agents over MCP."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(int) { panic(errHelp) }),
+		kong.Vars(flagDefaults()),
+		kong.ExplicitGroups(flagGroups),
+		kong.Bind(&cfg),
 		kong.Resolvers(envResolver(getenv)),
 		kong.PostBuild(documentEnv),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
@@ -127,7 +124,7 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return nil, nil, err
 	}
-	return &c, kctx, nil
+	return &cfg, kctx, nil
 }
 
 // errHelp ends a run that printed help, with status 0.
@@ -148,7 +145,11 @@ func parse(parser *kong.Kong, args []string) (kctx *kong.Context, err error) {
 	}
 	kctx, err = parser.Parse(args)
 	if err != nil {
-		return nil, usageError{errors.New(redactParseError(err.Error()))}
+		msg := redactParseError(err.Error())
+		if strings.HasPrefix(args[0], "-") && strings.HasPrefix(msg, "unknown flag") {
+			msg += " (flags follow their command: memgate COMMAND [flags])"
+		}
+		return nil, usageError{errors.New(msg)}
 	}
 	return kctx, nil
 }

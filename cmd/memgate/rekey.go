@@ -26,6 +26,10 @@ import (
 // --namespace's folder, copied there from another namespace's, is rekeyed
 // from that namespace's binding to its own.
 type rekeyCmd struct {
+	Base       baseFlags      `embed:"" group:"config"`
+	Namespace  namespaceFlag  `embed:"" group:"config"`
+	Passphrase passphraseFlag `embed:"" group:"config"`
+
 	NewPassphraseEnv string `name:"new-passphrase-env" default:"MEMGATE_NEW_PASSPHRASE" placeholder:"VAR" help:"Environment variable that holds the new passphrase (the current one is in --passphrase-env's)."`
 	FromPlain        bool   `name:"from-plain" help:"Encrypt the plain stores under the new passphrase (no current passphrase needed); with the current one set too, re-key the encrypted stores as well."`
 	FromNamespace    string `name:"from-namespace" placeholder:"NAME" help:"Move one store: the store in --namespace's folder was copied from this namespace; bind it to --namespace (the passphrase stays unless the new one is set)."`
@@ -51,8 +55,8 @@ func (c *rekeyCmd) Run(a *app) error {
 	)
 	// --from-plain needs no current passphrase; given one, it re-keys the
 	// encrypted stores of a mixed folder in the same run.
-	if !c.FromPlain || a.getenv(a.cfg.Encryption.PassphraseEnv) != "" {
-		if from, err = a.passphrase("passphrase-env", a.cfg.Encryption.PassphraseEnv); err != nil {
+	if !c.FromPlain || a.getenv(a.cfg.PassphraseEnv) != "" {
+		if from, err = a.passphrase("passphrase-env", a.cfg.PassphraseEnv); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,48 @@ import (
 	"github.com/memgate/memgate/tenants"
 )
 
-type serveCmd struct{}
+// serveCmd takes every setting: the store's, the tools', and its own.
+type serveCmd struct {
+	Store  storeFlags  `embed:""`
+	Server serverFlags `embed:""`
+	Serve  serveFlags  `embed:"" group:"serve"`
+}
+
+// serveFlags configure what only serve does: talk to its clients, and keep
+// the stores of several namespaces open.
+type serveFlags struct {
+	Transport        string        `name:"transport" default:"stdio" placeholder:"stdio|http" help:"How serve talks to its clients: stdio (one client) or http (streamable HTTP)."`
+	MaxStores        int           `name:"max-stores" default:"${maxStores}" placeholder:"N" help:"Most stores open at once."`
+	StoreIdleTimeout time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
+
+	HTTP httpFlags `embed:"" group:"http"` // http_flags.go
+	Auth authFlags `embed:"" group:"auth"` // auth_flags.go
+}
+
+func (f *serveFlags) AfterApply(c *Config) error {
+	c.serveFlags, c.taken = *f, c.taken|takesServe
+	return nil
+}
+
+// validate reports the problems of serve's flags through bad.
+func (f *serveFlags) validate(c *Config, bad badFunc) {
+	switch f.Transport {
+	case "stdio", "http":
+	default:
+		bad("transport", "must be stdio or http")
+	}
+	if c.NamespaceStrategy == string(tenants.Token) && f.Transport != "http" {
+		bad("namespace-strategy", "token takes the namespace from an authenticated caller: it needs --transport http and an auth mode (MEMGATE_TOKEN, --tokens-file, --jwt-* or --oauth-*)")
+	}
+	if f.MaxStores < 1 {
+		bad("max-stores", "must be at least 1")
+	}
+	if f.StoreIdleTimeout < 0 {
+		bad("store-idle-timeout", "must not be negative")
+	}
+	f.HTTP.validate(bad)
+	f.Auth.validate(c, bad)
+}
 
 // Run serves one client over stdin and stdout until stdin ends or a signal
 // cancels the context; either is a clean exit. The pool is closed on the way

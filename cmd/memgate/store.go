@@ -109,6 +109,12 @@ func setString(args map[string]any, name, v string) {
 }
 
 type rememberCmd struct {
+	Store     storeFlags    `embed:""`
+	Limits    limitFlags    `embed:""`
+	Tools     toolsFlag     `embed:"" group:"config"`
+	WriteMode writeModeFlag `embed:"" group:"config"`
+	Secrets   secretsFlag   `embed:"" group:"config"`
+
 	Text       *string  `arg:"" optional:"" help:"The text; left out, standard input (every byte, a final newline too)."`
 	ID         string   `name:"id" help:"Id of the memory; an existing one is replaced (default: a new UUIDv7)."`
 	Title      string   `name:"title" help:"Short title."`
@@ -153,6 +159,10 @@ func (c *rememberCmd) Run(a *app) error {
 }
 
 type getCmd struct {
+	Store  storeFlags `embed:""`
+	Limits limitFlags `embed:""`
+	Tools  toolsFlag  `embed:"" group:"config"`
+
 	ID string `arg:"" help:"Id of the memory."`
 }
 
@@ -161,6 +171,10 @@ func (c *getCmd) Run(a *app) error {
 }
 
 type searchCmd struct {
+	Store  storeFlags `embed:""`
+	Limits limitFlags `embed:""`
+	Tools  toolsFlag  `embed:"" group:"config"`
+
 	Query    string   `arg:"" optional:"" help:"Words to search for (optional with --tag or --filter)."`
 	Tag      []string `name:"tag" placeholder:"TAG" help:"Only memories with this tag (repeatable, or comma-separated)."`
 	TagsMode string   `name:"tags-mode" placeholder:"all|any" help:"Whether a memory needs all the tags (default) or any."`
@@ -193,6 +207,10 @@ func (c *searchCmd) Run(a *app) error {
 }
 
 type listCmd struct {
+	Store  storeFlags `embed:""`
+	Limits limitFlags `embed:""`
+	Tools  toolsFlag  `embed:"" group:"config"`
+
 	Limit  *int     `name:"limit" placeholder:"N" help:"Most memories, 1 to 1000 (default 50)."`
 	Cursor string   `name:"cursor" help:"next_cursor of the previous page."`
 	Order  string   `name:"order" placeholder:"ORDER" help:"updated_desc (default), created_asc or created_desc."`
@@ -221,6 +239,11 @@ func (c *listCmd) Run(a *app) error {
 }
 
 type forgetCmd struct {
+	Store     storeFlags    `embed:""`
+	Limits    limitFlags    `embed:""`
+	Tools     toolsFlag     `embed:"" group:"config"`
+	WriteMode writeModeFlag `embed:"" group:"config"`
+
 	ID        string `arg:"" help:"Id of the memory."`
 	IfVersion *int64 `name:"if-version" placeholder:"N" help:"Delete only if the memory's version is N."`
 }
@@ -233,11 +256,21 @@ func (c *forgetCmd) Run(a *app) error {
 	return a.tool(server.ToolForget, args)
 }
 
-type statsCmd struct{}
+// statsCmd takes the write mode, which stats reports.
+type statsCmd struct {
+	Store     storeFlags    `embed:""`
+	Limits    limitFlags    `embed:""`
+	Tools     toolsFlag     `embed:"" group:"config"`
+	WriteMode writeModeFlag `embed:"" group:"config"`
+}
 
 func (c *statsCmd) Run(a *app) error { return a.tool(server.ToolStats, map[string]any{}) }
 
 type exportCmd struct {
+	Store  storeFlags `embed:""`
+	Limits limitFlags `embed:""`
+	Tools  toolsFlag  `embed:"" group:"config"`
+
 	Out string `name:"out" placeholder:"FILE" help:"Write to FILE (whole or not at all) instead of standard output."`
 }
 
@@ -319,8 +352,11 @@ func writeAtomically(path string, fn func(w io.Writer) error) error {
 }
 
 type importCmd struct {
+	Store  storeFlags `embed:""`
+	Memory memoryFlag `embed:"" group:"config"`
+
 	File       string `arg:"" optional:"" placeholder:"FILE|-" help:"JSON Lines file, or - for standard input (the default when standard input is not a terminal)."`
-	OnConflict string `name:"on-conflict" default:"skip" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`
+	OnConflict string `name:"on-conflict" default:"${onConflict}" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`
 }
 
 // Run imports straight into the store (storage.Import), in batches of a
@@ -393,6 +429,8 @@ func isTerminal(r io.Reader) bool {
 }
 
 type backupCmd struct {
+	Store storeFlags `embed:""`
+
 	File string `arg:"" placeholder:"FILE" help:"Where to write the copy (replaced whole, or left as it was)."`
 }
 
@@ -424,6 +462,8 @@ type candidatesCmd struct {
 }
 
 type candidatesListCmd struct {
+	Store storeFlags `embed:""`
+
 	Limit  *int   `name:"limit" placeholder:"N" help:"Most candidates, 1 to 1000 (default 50)."`
 	Cursor string `name:"cursor" help:"next_cursor of the previous page."`
 }
@@ -450,6 +490,8 @@ func (c *candidatesListCmd) Run(a *app) error {
 }
 
 type candidatesApproveCmd struct {
+	Store storeFlags `embed:""`
+
 	ID string `arg:"" help:"Id of the candidate."`
 }
 
@@ -464,6 +506,8 @@ func (c *candidatesApproveCmd) Run(a *app) error {
 }
 
 type candidatesRejectCmd struct {
+	Store storeFlags `embed:""`
+
 	ID string `arg:"" help:"Id of the candidate."`
 }
 
@@ -477,6 +521,9 @@ func (c *candidatesRejectCmd) Run(a *app) error {
 }
 
 type invokeCmd struct {
+	Store  storeFlags  `embed:""`
+	Server serverFlags `embed:""`
+
 	Tool string `arg:"" help:"Tool to call: remember, get, search, list, forget, stats or export."`
 }
 

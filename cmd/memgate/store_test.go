@@ -16,11 +16,11 @@ func TestFlagsBeforeAndAfterPositionals(t *testing.T) {
 	dir := t.TempDir()
 	mg(t, env{}, "", "remember", "--data-dir", dir, "--id", "one", "first text").ok(t)
 	mg(t, env{}, "", "remember", "second text", "--id", "two", "--data-dir", dir).ok(t)
-	mg(t, env{}, "", "--data-dir", dir, "remember", "--id", "three", "third text").ok(t)
+	mg(t, env{}, "", "remember", "--id", "three", "--data-dir", dir, "third text").ok(t)
 	for _, a := range [][]string{
 		{"get", "one", "--data-dir", dir},
 		{"get", "--data-dir", dir, "two"},
-		{"--data-dir", dir, "get", "three"},
+		{"get", "--data-dir=" + dir, "three"},
 	} {
 		if m := mg(t, env{}, "", a...).ok(t); dig(m, "memory", "id") != a[idIndex(a)] {
 			t.Fatalf("%v: %v", a, m)
@@ -272,21 +272,25 @@ func TestAnUnusableDataFolderSaysSo(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
-	dd := args(store(t), "--write-mode", "candidate")
-	m := mg(t, env{}, "", args(dd, "remember", "proposed by an agent", "--id", "idea", "--tag", "proposal")...).ok(t)
+	dd := store(t)
+	m := mg(t, env{}, "", args(dd, "remember", "proposed by an agent", "--id", "idea", "--tag", "proposal", "--write-mode", "candidate")...).ok(t)
 	if m["candidate"] != true || dig(m, "memory", "version") != 0.0 {
 		t.Fatalf("remember in candidate mode: %v", m)
 	}
-	mg(t, env{}, "", args(dd, "remember", "another one", "--id", "other")...).ok(t)
+	// The server's configuration, in the environment, reaches the commands
+	// that take it; the others ignore it.
+	mode := env{"MEMGATE_WRITE_MODE": "candidate"}
+	mg(t, mode, "", args(dd, "remember", "another one", "--id", "other")...).ok(t)
 	// Not a memory yet: get, search and stats do not see it; forget is not offered.
-	mg(t, env{}, "", args(dd, "get", "idea")...).fails(t, 1, "not_found")
-	if hits := mg(t, env{}, "", args(dd, "search", "proposed")...).ok(t)["hits"].([]any); len(hits) != 0 {
+	mg(t, mode, "", args(dd, "get", "idea")...).fails(t, 1, "not_found")
+	if hits := mg(t, mode, "", args(dd, "search", "proposed")...).ok(t)["hits"].([]any); len(hits) != 0 {
 		t.Fatalf("search sees a candidate: %v", hits)
 	}
-	if st := mg(t, env{}, "", args(dd, "stats")...).ok(t); st["count"] != 0.0 || st["write_mode"] != "candidate" {
+	if st := mg(t, mode, "", args(dd, "stats")...).ok(t); st["count"] != 0.0 || st["write_mode"] != "candidate" {
 		t.Fatalf("stats: %v", st)
 	}
-	mg(t, env{}, "", args(dd, "forget", "idea")...).fails(t, 2, "not a tool")
+	mg(t, mode, "", args(dd, "forget", "idea")...).fails(t, 2, "not a tool")
+	mg(t, env{}, "", args(dd, "forget", "idea", "--write-mode", "candidate")...).fails(t, 2, "not a tool")
 
 	page := mg(t, env{}, "", args(dd, "candidates", "list", "--limit", "1")...).ok(t)
 	if ms := page["memories"].([]any); len(ms) != 1 || page["next_cursor"] == nil {

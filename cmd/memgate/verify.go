@@ -25,7 +25,11 @@ import (
 // verifyTimeout bounds a whole verify run.
 const verifyTimeout = 30 * time.Second
 
-type verifyCmd struct{}
+// verifyCmd takes what a stdio serve takes.
+type verifyCmd struct {
+	Store  storeFlags  `embed:""`
+	Server serverFlags `embed:""`
+}
 
 // Run checks the configuration it is given, then starts this binary's
 // `serve` over stdio with that configuration's server settings (write
@@ -72,8 +76,8 @@ func verifyServeArgs(cfg *Config, dir string) []string {
 	if cfg.NamespaceArg {
 		args = append(args, "--namespace-arg")
 	}
-	if cfg.Encryption.Encrypt {
-		args = append(args, "--encrypt", "--passphrase-env", cfg.Encryption.PassphraseEnv)
+	if cfg.Encrypt {
+		args = append(args, "--encrypt", "--passphrase-env", cfg.PassphraseEnv)
 	}
 	return args
 }
@@ -127,8 +131,8 @@ func verify(a *app) (tools int, step string, err error) {
 
 	cmd := exec.Command(exe, verifyServeArgs(a.cfg, dir)...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envPrefix) })
-	if a.cfg.Encryption.Encrypt {
-		cmd.Env = append(cmd.Env, a.cfg.Encryption.PassphraseEnv+"="+a.getenv(a.cfg.Encryption.PassphraseEnv))
+	if a.cfg.Encrypt {
+		cmd.Env = append(cmd.Env, a.cfg.PassphraseEnv+"="+a.getenv(a.cfg.PassphraseEnv))
 	}
 	stderr := &lastLine{}
 	cmd.Stderr = stderr

@@ -25,11 +25,16 @@ const closeGrace = 10 * time.Second
 // resolver is the namespace policy of the configuration. The project
 // strategy reads its folder (--project-dir, else the working directory)
 // once, here, and returns the binding of its namespace to that folder (nil
-// for the other strategies).
+// for the other strategies). The token strategy needs a caller, which only
+// serve has: a store command, run where the server's configuration is,
+// works on --namespace instead.
 func (a *app) resolver() (*tenants.Resolver, *tenants.ProjectBinding, error) {
 	strategy, err := tenants.ParseStrategy(a.cfg.NamespaceStrategy)
 	if err != nil {
-		return nil, nil, usageError{errors.New("--namespace-strategy: must be fixed or project")}
+		return nil, nil, usageError{errors.New("--namespace-strategy: must be fixed, project or token")}
+	}
+	if strategy == tenants.Token && !a.cfg.serves() {
+		strategy = tenants.Fixed
 	}
 	r := &tenants.Resolver{Strategy: strategy, Default: memgate.Namespace(a.cfg.Namespace), AllowArg: a.cfg.NamespaceArg}
 	if strategy != tenants.Project {
