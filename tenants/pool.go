@@ -25,7 +25,8 @@ const DefaultMaxStores = 16
 
 // Options configure a Pool.
 type Options struct {
-	// Dir is the data folder; stores live in Dir/stores/<namespace>/.
+	// Dir is the data folder; stores live in Dir/stores/<namespace>/
+	// (StoreDir).
 	Dir string
 	// MaxStores bounds the stores open or opening at once; 0 means
 	// DefaultMaxStores.
@@ -133,7 +134,7 @@ func NewPool(opts Options) (*Pool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	stores := filepath.Join(opts.Dir, "stores")
+	stores := StoresDir(opts.Dir)
 	err := os.MkdirAll(stores, 0o700)
 	var root *os.Root
 	if err == nil {
@@ -332,9 +333,7 @@ func (p *Pool) remember(ns memgate.Namespace, err error, file fs.FileInfo) {
 }
 
 // storeFile is the path of ns's store file inside the stores folder.
-func (p *Pool) storeFile(ns memgate.Namespace) string {
-	return filepath.Join(string(ns), storage.FileName)
-}
+func (p *Pool) storeFile(ns memgate.Namespace) string { return storeFileIn(ns) }
 
 // unchanged reports whether ns's store file is still the file it was: the
 // same file, of the same size and modification time.
@@ -405,7 +404,7 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	if fi, err := p.root.Lstat(name); err != nil || !fi.IsDir() {
 		return nil, memgate.Internal(op, errors.New("store folder is not a plain folder"))
 	}
-	file := filepath.Join(name, storage.FileName)
+	file := storeFileIn(ns)
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
 		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
 	}

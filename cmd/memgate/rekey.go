@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
 )
 
 // rekeyCmd re-encrypts every store of the data folder under a new
@@ -219,7 +219,7 @@ type storeFile struct {
 // storeFiles lists the store files of the data folder dir: a plain file in a
 // plain folder named as a namespace, the way the pool lays them out.
 func storeFiles(dir string) ([]storeFile, error) {
-	root := filepath.Join(dir, "stores")
+	root := tenants.StoresDir(dir)
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -235,7 +235,7 @@ func storeFiles(dir string) ([]storeFile, error) {
 		if _, err := memgate.ParseNamespace("namespace", e.Name()); err != nil {
 			continue
 		}
-		path := filepath.Join(root, e.Name(), storage.FileName)
+		path := tenants.StoreFile(dir, memgate.Namespace(e.Name()))
 		fi, err := os.Lstat(path)
 		if err != nil || !fi.Mode().IsRegular() {
 			continue

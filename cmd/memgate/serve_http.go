@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -67,7 +66,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 // storesReady reports whether stores can be opened: the data folder's
 // stores folder exists (or can be made) and takes a new file.
 func (a *app) storesReady(context.Context) error {
-	dir := filepath.Join(a.cfg.DataDir, "stores")
+	dir := tenants.StoresDir(a.cfg.DataDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
