@@ -58,6 +58,7 @@ type Config struct {
 	secretsFlag
 	namespaceArgFlag
 	serveFlags
+	benchFlags // the benchmark build's (bench.go)
 
 	taken groups // the groups the command took
 }

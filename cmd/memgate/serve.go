@@ -14,6 +14,7 @@ type serveCmd struct {
 	Store  storeFlags  `embed:""`
 	Server serverFlags `embed:""`
 	Serve  serveFlags  `embed:"" group:"serve"`
+	Bench  benchFlags  `embed:""` // none, but in the benchmark build (bench.go)
 }
 
 // serveFlags configure what only serve does: talk to its clients, and keep
@@ -61,6 +62,11 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 // line on stderr, status 1), rather than at the client's first call. The
 // store stays open, and locked, in the pool.
 func (c *serveCmd) Run(a *app) error {
+	stop, err := a.cfg.startProfiles()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if a.cfg.Transport == "http" {
 		if a.cfg.HTTP.Metrics {
 			// Before the pool, so that its instruments are exported too.

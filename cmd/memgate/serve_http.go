@@ -41,6 +41,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
 	opts.Ready, opts.Metrics = a.storesReady, a.metrics
+	opts.Configure = a.cfg.addTools
 	gw, err := srv.NewGateway(opts)
 	if err != nil {
 		return usageError{err}

@@ -65,11 +65,13 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	store := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc}
+	a.cfg.storeOptions(&store)
 	return tenants.NewPool(tenants.Options{
 		Dir:         a.cfg.DataDir,
 		MaxStores:   a.cfg.MaxStores,
 		IdleTimeout: a.cfg.StoreIdleTimeout,
-		Store:       storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc},
+		Store:       store,
 		Logger:      a.log,
 		Project:     project,
 	})
@@ -112,6 +114,7 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses
 	}
+	a.cfg.addTools(srv.MCP())
 	return srv, nil
 }
 
