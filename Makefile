@@ -14,10 +14,13 @@ test: vet unit fuzz-brief bench-smoke e2e conformance launchers
 vet:
 	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags memgatebench ./cmd/memgate
+	cd bench && $(GO) mod tidy -diff && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd bench && $(GO) test -race -count=1 ./...
 
 ## e2e: the built binary driven by the official TypeScript MCP SDK client
 ## (Node 20 or newer; npm ci reaches only the npm registry).
@@ -61,14 +64,17 @@ fuzz:
 
 ## bench-smoke: the harnesses on small synthetic data, to prove they run
 ## (and that nothing fails under churn); their figures mean nothing. The
-## suite's smoke run is memgate alone, every scenario at toy size, in under
-## a minute; it fails on any lost write, error or failed recovery.
+## harnesses are one program in the bench module (bench/go.mod), a
+## subcommand per family; the suite drives cmd/memgate built with -tags
+## memgatebench. Its smoke run is memgate alone, every scenario at toy size,
+## in under a minute; it fails on any lost write, error or failed recovery.
+BENCH := cd bench && $(GO) run .
 bench-smoke:
-	$(GO) run ./bench/engine -smoke
-	$(GO) run ./bench/pool -smoke
-	$(GO) run ./bench/stdio -smoke
-	$(GO) run ./bench/suite -smoke
-	$(GO) run ./bench/hostile -smoke
+	$(GO) test -count=1 -tags memgatebench -run '^TestBenchBuild' ./cmd/memgate
+	$(BENCH) engine -smoke
+	$(BENCH) pool -smoke
+	$(BENCH) suite -smoke
+	$(BENCH) hostile -smoke
 
 ## bench-suite: the scenarios of docs/PERFORMANCE.md against the peers, with
 ## the plots (~25 min; never in CI). bench-http: the HTTP gateway figures only.
@@ -76,14 +82,14 @@ bench-smoke:
 bench-suite:
 	bench/datasets.sh >/dev/null
 	PEERS_ALL=1 bench/peers.sh >/dev/null
-	$(GO) run ./bench/suite -plots docs/plots
+	$(BENCH) suite -plots ../docs/plots
 bench-http:
 	bench/datasets.sh >/dev/null
-	$(GO) run ./bench/suite -memgate-only -scenarios S4,S5,S8,slowloris
+	$(BENCH) suite -memgate-only -scenarios S4,S5,S8,slowloris
 
 ## bench: the engine figures of docs/PERFORMANCE.md (needs bench/datasets.sh first).
 bench:
-	$(GO) run ./bench/engine -n 100000
+	$(BENCH) engine -n 100000
 
 build:
 	$(GO) build -o bin/ ./...

@@ -1,6 +1,6 @@
 #!/bin/sh
-# peers.sh installs the peer MCP memory servers that bench/stdio compares
-# memgate with, from npm, into the folder given as $1 (default
+# peers.sh installs the peer MCP memory servers that the suite (go run .
+# suite, in bench/) compares memgate with, from npm, into the folder given as $1 (default
 # /tmp/memgate-peers), and prints that folder. Versions are pinned.
 #
 # The official server goes into $dir itself, so it starts with
@@ -13,9 +13,8 @@
 # two optional peers, each in a prefix of its own: mcp-memory-libsql in
 # $dir/libsql, and @ai-devkit/memory in $dir/aidevkit, whose better-sqlite3
 # compiles from source when its prebuilt binary cannot be downloaded (1-3
-# minutes; needs python3, make and g++). bench/stdio drives only the
-# official server; bench/suite drives all three (the go-sdk memory example,
-# its HTTP peer, it builds from the Go module cache). A peer that fails to install is
+# minutes; needs python3, make and g++). The suite drives all three (the
+# go-sdk memory example, its HTTP peer, it builds from the Go module cache). A peer that fails to install is
 # skipped with a line on stderr; only a failure of the official server makes
 # the exit status non-zero.
 #

@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,18 +20,17 @@ import (
 	"github.com/memgate/memgate/bench/driver"
 	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
 )
 
 // startHTTP starts `memgate serve --transport http` on a free loopback port
-// with the namespace argument on, and extra flags.
-//
-// With -cpuprofile, it starts bench/http/server instead, wired the same way,
-// which writes the profile when it stops.
+// with the namespace argument on, and extra flags. With -cpuprofile, the
+// server writes the profile FILE.http when it stops.
 func (e *env) startHTTP(data string, extra ...string) (*driver.Server, error) {
 	argv := append([]string{e.c.memgateBin, "serve", "--transport", "http", "--bind", "127.0.0.1:0",
 		"--path", "/mcp", "--data-dir", data, "--namespace-arg"}, extra...)
-	if e.c.httpServer != "" {
-		argv = append([]string{e.c.httpServer, "-cpuprofile", e.c.profile + ".http", "--data-dir", data}, extra...)
+	if e.c.profile != "" {
+		argv = append(argv, "--cpuprofile", e.c.profile+".http")
 	}
 	var env []string
 	if e.c.serverEnv != "" {
@@ -59,7 +57,7 @@ func preload(data string, spaces, per int, mems []memgate.Write) ([][]memgate.Wr
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			st, err := storage.Open(filepath.Join(data, "stores", nsName(s), storage.FileName), storage.Options{})
+			st, err := storage.Open(tenants.StoreFile(data, memgate.Namespace(nsName(s))), storage.Options{})
 			if err != nil {
 				errs <- err
 				return

@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/memgate/memgate/bench/driver"
 	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
 )
 
 // s2 is the bulk ingest: `memgate import` of a JSON Lines file, the whole
@@ -193,9 +194,9 @@ func (e *env) s5() error {
 	// share from the rest.
 	cold, warm := driver.NewHist(), driver.NewHist()
 	for i := range min(200, spaces) {
-		path := filepath.Join(data, "stores", nsName(200+i%max(spaces-200, 1)), storage.FileName)
+		path := tenants.StoreFile(data, memgate.Namespace(nsName(200+i%max(spaces-200, 1))))
 		if spaces <= 200 {
-			path = filepath.Join(data, "stores", nsName(i), storage.FileName)
+			path = tenants.StoreFile(data, memgate.Namespace(nsName(i)))
 		}
 		for _, h := range []*driver.Hist{cold, warm} {
 			if err := measure.DropCache(filepath.Dir(path)); err != nil {

@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/memgate/memgate/bench/driver"
 	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
 )
 
 // recallAt is what one system answered at one N.
@@ -277,7 +278,7 @@ func (e *env) s3report(t *table) {
 // handlerFloor opens memgate's store in this process and times the q3
 // queries against storage.Search alone: the handler's share.
 func handlerFloor(dir string, mems []memgate.Write, per int, seed int64) (float64, error) {
-	st, err := storage.Open(filepath.Join(dir, "stores", string(memgate.DefaultNamespace), storage.FileName), storage.Options{})
+	st, err := storage.Open(tenants.StoreFile(dir, memgate.DefaultNamespace), storage.Options{})
 	if err != nil {
 		return 0, err
 	}

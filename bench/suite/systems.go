@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"encoding/json"
@@ -54,10 +54,10 @@ func memgateSystem(c *config) *system {
 		name:       "memgate",
 		durability: "fsync per group commit (two fdatasyncs per bbolt commit)",
 		start: func(dir string) (*driver.Stdio, error) {
-			argv := append(strings.Fields(c.stdioServer), "-data", dir)
+			argv := []string{c.memgateBin, "serve", "--data-dir", dir, "--noop"}
 			if c.profile != "" && c.profileNext {
 				// Profiled between SIGUSR1 and SIGUSR2 (see s3).
-				argv = append(argv, "-cpuprofile", c.profile+".recall", "-profile-signal")
+				argv = append(argv, "--cpuprofile", c.profile+".recall", "--profile-signal")
 				c.profileNext = false
 			}
 			s, err := driver.StartStdio("memgate", argv, nil, "")

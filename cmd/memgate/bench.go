@@ -3,7 +3,8 @@
 // This file is compiled only into the benchmark build of memgate
 // (go build -tags memgatebench ./cmd/memgate), which bench/ measures: the
 // binary users run, plus a trivial tool and profiles of the serving
-// process. The product binary has neither.
+// process, each asked for by a flag of serve. The product binary has none
+// of them.
 
 package main
 
@@ -34,8 +35,10 @@ func init() {
 	flagGroups = append(flagGroups, kong.Group{Key: groupBench, Title: "Benchmark build (-tags memgatebench):"})
 }
 
-// benchFlags are serve's flags in the benchmark build.
+// benchFlags are serve's flags in the benchmark build. Without them it
+// serves exactly what the product binary serves.
 type benchFlags struct {
+	Noop          bool   `name:"noop" group:"bench" help:"Serve the noop tool too: it answers {} and touches no store (a call's cost through memgate's wiring, without a tool's work)."`
 	CPUProfile    string `name:"cpuprofile" group:"bench" placeholder:"FILE" help:"Write a CPU profile of the whole run (or, with --profile-signal, of the stretch between SIGUSR1 and SIGUSR2) to FILE at the stop."`
 	ProfileSignal bool   `name:"profile-signal" group:"bench" help:"Profile only between SIGUSR1 and SIGUSR2."`
 	MemProfile    string `name:"memprofile" group:"bench" placeholder:"FILE" help:"Write the allocations of the whole run to FILE at the stop (go tool pprof -sample_index alloc_space)."`
@@ -47,9 +50,12 @@ func (f *benchFlags) AfterApply(c *Config) error {
 	return nil
 }
 
-// addTools adds noop to an MCP server: serve's over stdio, and each of the
-// HTTP gateway's.
+// addTools adds noop, when --noop asks for it, to an MCP server: serve's
+// over stdio, and each of the HTTP gateway's.
 func (f *benchFlags) addTools(m *mcp.Server) {
+	if !f.Noop {
+		return
+	}
 	m.AddTool(&mcp.Tool{Name: NoopTool, Description: "Does nothing; the benchmarks' trivial-tool ceiling.",
 		InputSchema: json.RawMessage(`{"type":"object"}`)}, noop)
 }

@@ -12,13 +12,13 @@ import (
 )
 
 // The benchmark build serves noop beside memgate's tools, over stdio and
-// through the HTTP gateway, and writes the profiles its flags ask for when
-// serve stops.
+// through the HTTP gateway, when --noop asks for it, and writes the
+// profiles its flags ask for when serve stops.
 func TestBenchBuildServesNoopAndWritesProfiles(t *testing.T) {
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
 	s := serve(t, t.Context(), env{}, "--data-dir", filepath.Join(dir, "data"),
-		"--cpuprofile", cpu, "--memprofile", mem, "--nosync")
+		"--noop", "--cpuprofile", cpu, "--memprofile", mem, "--nosync")
 	if !slices.Contains(toolNames(t, s.cs), NoopTool) {
 		t.Fatalf("tools %v: no %s", toolNames(t, s.cs), NoopTool)
 	}
@@ -38,7 +38,7 @@ func TestBenchBuildServesNoopAndWritesProfiles(t *testing.T) {
 		}
 	}
 
-	h := serveHTTP(t, env{}, "--data-dir", filepath.Join(dir, "data"))
+	h := serveHTTP(t, env{}, "--data-dir", filepath.Join(dir, "data"), "--noop")
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil).
 		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
 	if err != nil {
@@ -47,5 +47,13 @@ func TestBenchBuildServesNoopAndWritesProfiles(t *testing.T) {
 	defer cs.Close()
 	if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: NoopTool}); err != nil || res.IsError {
 		t.Fatalf("noop over HTTP: %v %v", err, res)
+	}
+}
+
+// Without --noop the benchmark build serves what the product serves.
+func TestBenchBuildServesNoopOnlyWhenAsked(t *testing.T) {
+	s := serve(t, t.Context(), env{}, "--data-dir", t.TempDir())
+	if names := toolNames(t, s.cs); slices.Contains(names, NoopTool) || len(names) != 7 {
+		t.Fatalf("tools %v", names)
 	}
 }

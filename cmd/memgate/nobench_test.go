@@ -20,7 +20,7 @@ func TestProductBuildHasNoBenchmarkAdditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	help := mg(t, env{}, "", "serve", "--help")
-	for _, flag := range []string{"--cpuprofile", "--memprofile", "--profile-signal", "--nosync"} {
+	for _, flag := range []string{"--cpuprofile", "--memprofile", "--profile-signal", "--nosync", "--noop"} {
 		if strings.Contains(help.stdout, flag) {
 			t.Errorf("serve --help lists %s", flag)
 		}

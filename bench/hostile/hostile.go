@@ -1,4 +1,4 @@
-// Command hostile measures what one tool call costs the server when its
+// Package hostile measures what one tool call costs the server when its
 // arguments are chosen to cost the most: the largest legal arguments, the
 // most common words and tags, text made to slow the secret detector. Two
 // stores of n memories each, in-process: "prose" (realistic text) and
@@ -10,9 +10,9 @@
 // Then one tenant's search latency, alone and while another tenant sends the
 // costliest search in a loop.
 //
-//	go run ./bench/hostile            # 100k memories (WordNet pairs once bench/datasets.sh ran)
-//	go run ./bench/hostile -smoke     # a few seconds, synthetic text
-package main
+//	go run . hostile            # in bench/: 100k memories (WordNet pairs once bench/datasets.sh ran)
+//	go run . hostile -smoke     # a few seconds, synthetic text
+package hostile
 
 import (
 	"context"
@@ -51,24 +51,26 @@ type config struct {
 	profile string // write a CPU profile of the measured calls here
 }
 
-func main() {
+// Main runs the harness with the command-line arguments args (after the
+// subcommand's name).
+func Main(args []string) error {
+	fs := flag.NewFlagSet("hostile", flag.ContinueOnError)
 	var c config
-	flag.IntVar(&c.n, "n", 100000, "memories per store")
-	flag.IntVar(&c.repeat, "repeat", 40, "runs of each call")
-	flag.IntVar(&c.tenant, "tenant-queries", 400, "searches of the measured tenant, alone and beside the loop")
-	flag.BoolVar(&c.smoke, "smoke", false, "a short run on synthetic text, for CI")
-	flag.StringVar(&c.dir, "dir", "", "work folder (default: a temporary one)")
-	flag.Float64Var(&c.targetM, "target-ms", 20, "the CPU bound of one call, in ms")
-	flag.StringVar(&c.only, "only", "", "run only the calls whose name matches this regular expression")
-	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the measured calls to this file")
-	flag.Parse()
+	fs.IntVar(&c.n, "n", 100000, "memories per store")
+	fs.IntVar(&c.repeat, "repeat", 40, "runs of each call")
+	fs.IntVar(&c.tenant, "tenant-queries", 400, "searches of the measured tenant, alone and beside the loop")
+	fs.BoolVar(&c.smoke, "smoke", false, "a short run on synthetic text, for CI")
+	fs.StringVar(&c.dir, "dir", "", "work folder (default: a temporary one)")
+	fs.Float64Var(&c.targetM, "target-ms", 20, "the CPU bound of one call, in ms")
+	fs.StringVar(&c.only, "only", "", "run only the calls whose name matches this regular expression")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the measured calls to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if c.smoke {
 		c.n, c.repeat, c.tenant = 2000, 5, 50
 	}
-	if err := run(c); err != nil {
-		fmt.Fprintln(os.Stderr, "hostile:", err)
-		os.Exit(1)
-	}
+	return run(c)
 }
 
 // cpu is the process's CPU time so far, user and system.

@@ -1,4 +1,4 @@
-// Command suite is memgate's benchmark harness for the scenarios of
+// Package suite is memgate's benchmark harness for the scenarios of
 // docs/PERFORMANCE.md: one driver (bench/driver) for every server, raw
 // JSON-RPC lines over stdio and POSTs over streamable HTTP, seeded
 // workloads from real text (bench/corpus), latencies in HDR histograms, CPU
@@ -9,16 +9,17 @@
 // the HTTP gateway): every goal is a ratio inside one run.
 //
 //	bench/datasets.sh; PEERS_ALL=1 bench/peers.sh   # once; never in CI
-//	go run ./bench/suite                            # every scenario (~25 min)
-//	go run ./bench/suite -scenarios S4,slowloris    # the HTTP gateway figures
-//	go run ./bench/suite -smoke                     # memgate only, < 60 s
-//	go run ./bench/suite -plots docs/plots          # also draw the PNG plots
+//	cd bench
+//	go run . suite                                  # every scenario (~25 min)
+//	go run . suite -scenarios S4,slowloris          # the HTTP gateway figures
+//	go run . suite -smoke                           # memgate only, < 60 s
+//	go run . suite -plots ../docs/plots             # also draw the PNG plots
 //
 // Scenarios: S1 sequential ingest, S2 bulk ingest, S3 recall latency and
 // quality, S4 64 HTTP sessions (the gateway load figure), S5 namespace
 // churn over HTTP, S6 cold start, S7 footprint, S8 correctness under load,
 // slowloris (half-open connections against --max-connections).
-package main
+package suite
 
 import (
 	"cmp"
@@ -51,8 +52,7 @@ type config struct {
 	dir         string
 	plots       string
 	jsonOut     string
-	stdioServer string
-	memgateBin  string
+	memgateBin  string           // cmd/memgate built with -tags memgatebench
 	sizes       map[string][]int // system name → N checkpoints for S3
 	queries     int              // queries per class per checkpoint (fast systems)
 	slowQueries int              // the same for the O(N) peers
@@ -62,7 +62,6 @@ type config struct {
 	perSpace    int
 	timeout     time.Duration
 	profile     string
-	httpServer  string // bench/http/server, built for -cpuprofile
 	memgateOnly bool
 	searchLimit int
 	serverEnv   string
@@ -70,42 +69,43 @@ type config struct {
 	goSDKPeer   string // the go-sdk memory example, built from the module cache
 }
 
-func main() {
+// Main runs the harness with the command-line arguments args (after the
+// subcommand's name).
+func Main(args []string) error {
+	fs := flag.NewFlagSet("suite", flag.ContinueOnError)
 	var c config
-	flag.StringVar(&c.scenarios, "scenarios", "S1,S2,S3,S4,S5,S6,S7,S8,slowloris", "scenarios to run, comma-separated")
-	flag.BoolVar(&c.smoke, "smoke", false, "memgate only, small data, one round; fails on any error (for make test)")
-	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the write comparisons (median reported)")
-	flag.Int64Var(&c.seed, "seed", 1, "seed of the corpus and the queries")
-	flag.IntVar(&c.writes, "writes", 1000, "sequential writes per system per S1 round")
-	flag.StringVar(&c.peers, "peers", "/tmp/memgate-peers", "the folder bench/peers.sh installed the peers into")
-	flag.StringVar(&c.node, "node", "node", "the node binary that runs the peers")
-	flag.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
-	flag.StringVar(&c.plots, "plots", "", "draw the PNG plots into this folder")
-	flag.StringVar(&c.jsonOut, "json", "", "also write every table as JSON to this file")
-	flag.StringVar(&c.memgateBin, "memgate", "", "the memgate binary (default: built from ./cmd/memgate)")
-	flag.IntVar(&c.queries, "queries", 250, "queries per class at each N (memgate, ai-devkit)")
-	flag.IntVar(&c.slowQueries, "slow-queries", 50, "queries per class at each N for the O(N) peers")
-	flag.DurationVar(&c.duration, "duration", 60*time.Second, "length of each S4 run")
-	flag.IntVar(&c.sessions, "sessions", 64, "concurrent HTTP sessions")
-	flag.IntVar(&c.spaces, "namespaces", 10, "S4 namespaces")
-	flag.IntVar(&c.perSpace, "memories", 10000, "S4 memories per namespace")
-	flag.DurationVar(&c.timeout, "timeout", 0, "fail if the run takes longer (0: none; 60s with -smoke)")
-	flag.StringVar(&c.profile, "cpuprofile", "", "write CPU profiles of memgate: FILE.recall (S3, the recall round at the largest N) and FILE.http (the HTTP scenarios run on bench/http/server, wired the same way)")
-	flag.IntVar(&c.searchLimit, "search-limit", 0, "diagnosis: the limit of the HTTP scenarios' searches (0: the server's default, 10)")
-	flag.StringVar(&c.serverEnv, "server-env", "", "diagnosis: extra environment of memgate's HTTP server, as K=V,K=V (e.g. GOGC=400)")
-	flag.BoolVar(&c.memgateOnly, "memgate-only", false, "leave the peers out even when they are installed")
-	memgateN := flag.String("memgate-n", "1000,5000,15000,100000", "S3 checkpoints for memgate")
-	aidevN := flag.String("aidevkit-n", "1000,15000,100000", "S3 checkpoints for @ai-devkit/memory")
-	libsqlN := flag.String("libsql-n", "1000,15000", "S3 checkpoints for mcp-memory-libsql")
-	officialN := flag.String("official-n", "1000,5000", "S3 checkpoints for server-memory")
-	replotFrom := flag.String("replot", "", "only draw the plots (into -plots) from the JSON of an earlier run")
-	flag.Parse()
+	fs.StringVar(&c.scenarios, "scenarios", "S1,S2,S3,S4,S5,S6,S7,S8,slowloris", "scenarios to run, comma-separated")
+	fs.BoolVar(&c.smoke, "smoke", false, "memgate only, small data, one round; fails on any error (for make test)")
+	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the write comparisons (median reported)")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the corpus and the queries")
+	fs.IntVar(&c.writes, "writes", 1000, "sequential writes per system per S1 round")
+	fs.StringVar(&c.peers, "peers", "/tmp/memgate-peers", "the folder bench/peers.sh installed the peers into")
+	fs.StringVar(&c.node, "node", "node", "the node binary that runs the peers")
+	fs.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
+	fs.StringVar(&c.plots, "plots", "", "draw the PNG plots into this folder")
+	fs.StringVar(&c.jsonOut, "json", "", "also write every table as JSON to this file")
+	fs.StringVar(&c.memgateBin, "memgate", "", "a memgate binary built with -tags memgatebench (default: built from ../cmd/memgate)")
+	fs.IntVar(&c.queries, "queries", 250, "queries per class at each N (memgate, ai-devkit)")
+	fs.IntVar(&c.slowQueries, "slow-queries", 50, "queries per class at each N for the O(N) peers")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "length of each S4 run")
+	fs.IntVar(&c.sessions, "sessions", 64, "concurrent HTTP sessions")
+	fs.IntVar(&c.spaces, "namespaces", 10, "S4 namespaces")
+	fs.IntVar(&c.perSpace, "memories", 10000, "S4 memories per namespace")
+	fs.DurationVar(&c.timeout, "timeout", 0, "fail if the run takes longer (0: none; 60s with -smoke)")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write CPU profiles of memgate: FILE.recall (S3, the recall round at the largest N) and FILE.http (the HTTP scenarios)")
+	fs.IntVar(&c.searchLimit, "search-limit", 0, "diagnosis: the limit of the HTTP scenarios' searches (0: the server's default, 10)")
+	fs.StringVar(&c.serverEnv, "server-env", "", "diagnosis: extra environment of memgate's HTTP server, as K=V,K=V (e.g. GOGC=400)")
+	fs.BoolVar(&c.memgateOnly, "memgate-only", false, "leave the peers out even when they are installed")
+	memgateN := fs.String("memgate-n", "1000,5000,15000,100000", "S3 checkpoints for memgate")
+	aidevN := fs.String("aidevkit-n", "1000,15000,100000", "S3 checkpoints for @ai-devkit/memory")
+	libsqlN := fs.String("libsql-n", "1000,15000", "S3 checkpoints for mcp-memory-libsql")
+	officialN := fs.String("official-n", "1000,5000", "S3 checkpoints for server-memory")
+	replotFrom := fs.String("replot", "", "only draw the plots (into -plots) from the JSON of an earlier run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *replotFrom != "" {
-		if err := replot(*replotFrom, cmp.Or(c.plots, "docs/plots")); err != nil {
-			fmt.Fprintln(os.Stderr, "suite:", err)
-			os.Exit(1)
-		}
-		return
+		return replot(*replotFrom, cmp.Or(c.plots, "docs/plots"))
 	}
 	c.sizes = map[string][]int{"memgate": ints(*memgateN), "@ai-devkit/memory": ints(*aidevN),
 		"mcp-memory-libsql": ints(*libsqlN), "server-memory": ints(*officialN)}
@@ -122,10 +122,7 @@ func main() {
 			os.Exit(1)
 		})
 	}
-	if err := run(&c, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "suite:", err)
-		os.Exit(1)
-	}
+	return run(&c, os.Stdout)
 }
 
 func ints(s string) []int {
@@ -291,31 +288,49 @@ func (e *env) report(w io.Writer) {
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
-// build compiles the stdio bench server and memgate itself into dir.
+// build compiles memgate's benchmark build (cmd/memgate with -tags
+// memgatebench: the product plus serve's --noop and profile flags) and,
+// beside the peers, the go-sdk's memory example into dir. memgate is built
+// in its own module, with the product's go.mod, so it links exactly what
+// users get.
 func build(c *config, dir string) error {
-	c.stdioServer = filepath.Join(dir, "bench-stdio-server")
-	targets := [][2]string{{c.stdioServer, "github.com/memgate/memgate/bench/stdio/server"}}
-	if c.profile != "" {
-		c.httpServer = filepath.Join(dir, "bench-http-server")
-		targets = append(targets, [2]string{c.httpServer, "github.com/memgate/memgate/bench/http/server"})
-	}
+	type target struct{ out, pkg, in string }
+	var targets []target
 	if !c.smoke && !c.memgateOnly {
 		c.goSDKPeer = filepath.Join(dir, "go-sdk-memory")
-		targets = append(targets, [2]string{c.goSDKPeer, goSDKMemory})
+		targets = append(targets, target{c.goSDKPeer, goSDKMemory, ""})
 	}
 	if c.memgateBin == "" {
+		root, err := memgateRoot()
+		if err != nil {
+			return err
+		}
 		c.memgateBin = filepath.Join(dir, "memgate")
-		targets = append(targets, [2]string{c.memgateBin, "github.com/memgate/memgate/cmd/memgate"})
+		targets = append(targets, target{c.memgateBin, "./cmd/memgate", root})
 	}
 	logf("building the servers…")
 	for _, t := range targets {
-		cmd := exec.Command("go", "build", "-o", t[0], t[1])
+		args := []string{"build", "-o", t.out, t.pkg}
+		if t.in != "" {
+			args = []string{"build", "-C", t.in, "-tags", "memgatebench", "-o", t.out, t.pkg}
+		}
+		cmd := exec.Command("go", args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("building %s (run from inside the module): %w", t[1], err)
+			return fmt.Errorf("building %s (run from inside the bench module): %w", t.pkg, err)
 		}
 	}
 	return nil
+}
+
+// memgateRoot is the folder of memgate's module, which the bench module
+// replaces with its parent folder.
+func memgateRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/memgate/memgate").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding memgate's module (run from inside the bench module): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // loadCorpus reads WordNet gloss pairs (and the ham paragraphs), or falls

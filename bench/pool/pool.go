@@ -1,13 +1,13 @@
-// Command pool measures the tenants pool under namespace churn, in-process:
+// Package pool measures the tenants pool under namespace churn, in-process:
 // many namespaces of a few memories each, far more than --max-stores, leased
 // by concurrent workers in a 90% search / 10% remember mix. The same run
 // measures the same workload with every store already open (a pool as large
 // as the namespaces), which is the figure churn is judged against.
 //
-//	go run ./bench/pool                  # 1,000 namespaces × 100 memories
-//	go run ./bench/pool -smoke           # a few seconds, for CI
-//	go run ./bench/pool -encrypt         # and the same churn with --encrypt
-package main
+//	go run . pool                  # in bench/: 1,000 namespaces × 100 memories
+//	go run . pool -smoke           # a few seconds, for CI
+//	go run . pool -encrypt         # and the same churn with --encrypt
+package pool
 
 import (
 	"context"
@@ -38,27 +38,29 @@ type config struct {
 	encrypt                              bool
 }
 
-func main() {
+// Main runs the harness with the command-line arguments args (after the
+// subcommand's name).
+func Main(args []string) error {
+	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
 	var c config
-	smoke := flag.Bool("smoke", false, "a short run for CI")
-	profile := flag.String("cpuprofile", "", "write a CPU profile of the churn run to this file")
-	flag.IntVar(&c.spaces, "namespaces", 1000, "namespaces")
-	flag.IntVar(&c.perSpace, "memories", 100, "memories per namespace")
-	flag.IntVar(&c.maxStores, "max-stores", 16, "pool bound under churn")
-	flag.IntVar(&c.workers, "workers", 64, "concurrent workers")
-	flag.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measured run")
-	flag.IntVar(&c.writeEvery, "write-every", 10, "one remember per this many operations")
-	flag.DurationVar(&c.retry, "retry", 100*time.Microsecond, "how long a worker waits after too_many_stores")
-	flag.BoolVar(&c.encrypt, "encrypt", false, "also run the churn on encrypted stores (default KDF cost), against plain")
-	flag.Parse()
+	smoke := fs.Bool("smoke", false, "a short run for CI")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the churn run to this file")
+	fs.IntVar(&c.spaces, "namespaces", 1000, "namespaces")
+	fs.IntVar(&c.perSpace, "memories", 100, "memories per namespace")
+	fs.IntVar(&c.maxStores, "max-stores", 16, "pool bound under churn")
+	fs.IntVar(&c.workers, "workers", 64, "concurrent workers")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measured run")
+	fs.IntVar(&c.writeEvery, "write-every", 10, "one remember per this many operations")
+	fs.DurationVar(&c.retry, "retry", 100*time.Microsecond, "how long a worker waits after too_many_stores")
+	fs.BoolVar(&c.encrypt, "encrypt", false, "also run the churn on encrypted stores (default KDF cost), against plain")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *smoke {
 		c.spaces, c.perSpace, c.duration = 100, 20, time.Second
 	}
 	c.profile = *profile
-	if err := run(c, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "pool:", err)
-		os.Exit(1)
-	}
+	return run(c, os.Stdout)
 }
 
 func run(c config, out io.Writer) error {
@@ -122,7 +124,7 @@ func run(c config, out io.Writer) error {
 	// The process's one derivation, at its first open, outside the run.
 	e := newEncryption(encDir)
 	start := time.Now()
-	st, err := storage.Open(fmt.Sprintf("%s/stores/ns0000/%s", encDir, storage.FileName), storage.Options{Encryption: e, Binding: "ns0000"})
+	st, err := storage.Open(tenants.StoreFile(encDir, "ns0000"), storage.Options{Encryption: e, Binding: "ns0000"})
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func seed(dir string, c config, enc *storage.Encryption) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, err := storage.Open(fmt.Sprintf("%s/stores/ns%04d/%s", dir, i, storage.FileName), storage.Options{NoSync: true, Encryption: enc, Binding: fmt.Sprintf("ns%04d", i)})
+			s, err := storage.Open(tenants.StoreFile(dir, memgate.Namespace(fmt.Sprintf("ns%04d", i))), storage.Options{NoSync: true, Encryption: enc, Binding: fmt.Sprintf("ns%04d", i)})
 			if err != nil {
 				errs <- err
 				return

@@ -1,19 +1,18 @@
-// Command coldopen measures the first search of a cold small store: it
+// Package coldopen measures the first search of a cold small store: it
 // writes -stores stores of -memories memories each, syncs them, then for
 // each store drops the file from the page cache, opens it and searches it
 // once. It prints the p50 and p99 of open + first search.
 //
-//	go run ./bench/coldopen
+//	go run . coldopen            # in bench/
 //
 // It is the in-process half of scenario S6 (b): what a namespace pays when
 // the pool opens its store for the first time after the page cache lost it.
-package main
+package coldopen
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,14 +22,17 @@ import (
 	"github.com/memgate/memgate/storage"
 )
 
-func main() {
-	stores := flag.Int("stores", 200, "stores to open cold")
-	memories := flag.Int("memories", 100, "memories per store")
-	dir := flag.String("dir", "", "work folder, on the disk to measure (default: a temporary folder)")
-	flag.Parse()
-	if err := run(*dir, *stores, *memories); err != nil {
-		log.Fatal(err)
+// Main runs the harness with the command-line arguments args (after the
+// subcommand's name).
+func Main(args []string) error {
+	fs := flag.NewFlagSet("coldopen", flag.ContinueOnError)
+	stores := fs.Int("stores", 200, "stores to open cold")
+	memories := fs.Int("memories", 100, "memories per store")
+	dir := fs.String("dir", "", "work folder, on the disk to measure (default: a temporary folder)")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
+	return run(*dir, *stores, *memories)
 }
 
 func run(dir string, stores, memories int) error {

@@ -1,13 +1,13 @@
-// Command engine measures memgate's storage engine in-process, every figure
+// Package engine measures memgate's storage engine in-process, every figure
 // next to the baseline it is judged against, in the same run: the disk's
 // fsync floor at start and end, bbolt's own one-put-per-commit rate, then
 // memgate's sequential and concurrent durable writes, a 100k load, import,
 // disk use, recall latency and quality, and a cold open.
 //
-//	go run ./bench/engine -n 100000      # needs bench/datasets.sh
-//	go run ./bench/engine -smoke         # a few seconds, synthetic text
-//	go run ./bench/engine -encryption    # plain and encrypted stores side by side
-package main
+//	go run . engine -n 100000      # in bench/; needs bench/datasets.sh
+//	go run . engine -smoke         # a few seconds, synthetic text
+//	go run . engine -encryption    # plain and encrypted stores side by side
+package engine
 
 import (
 	"bytes"
@@ -48,21 +48,26 @@ type config struct {
 	encrypt  bool
 }
 
-func main() {
+// Main runs the harness with the command-line arguments args (after the
+// subcommand's name).
+func Main(args []string) error {
+	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
 	var c config
-	flag.IntVar(&c.n, "n", 100000, "memories in the large store")
-	flag.IntVar(&c.writes, "writes", 2000, "writes per durable-write sample")
-	flag.IntVar(&c.writers, "writers", 64, "concurrent writers")
-	flag.IntVar(&c.queries, "queries", 1000, "queries per class")
-	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the write comparisons (median reported)")
-	flag.IntVar(&c.coldRuns, "cold", 5, "cold open runs")
-	flag.BoolVar(&c.loadSeq, "load-sequential", true, "load the large store with sequential durable writes (per-quarter latency)")
-	flag.BoolVar(&c.smoke, "smoke", false, "a short run on synthetic text, for CI")
-	flag.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
-	flag.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
-	flag.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the recall phase to this file")
-	flag.BoolVar(&c.encrypt, "encryption", false, "measure only plain against encrypted stores, side by side on the same data")
-	flag.Parse()
+	fs.IntVar(&c.n, "n", 100000, "memories in the large store")
+	fs.IntVar(&c.writes, "writes", 2000, "writes per durable-write sample")
+	fs.IntVar(&c.writers, "writers", 64, "concurrent writers")
+	fs.IntVar(&c.queries, "queries", 1000, "queries per class")
+	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the write comparisons (median reported)")
+	fs.IntVar(&c.coldRuns, "cold", 5, "cold open runs")
+	fs.BoolVar(&c.loadSeq, "load-sequential", true, "load the large store with sequential durable writes (per-quarter latency)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a short run on synthetic text, for CI")
+	fs.StringVar(&c.dir, "dir", "", "working folder (default: a temporary one, removed after)")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the figures as JSON to this file")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the recall phase to this file")
+	fs.BoolVar(&c.encrypt, "encryption", false, "measure only plain against encrypted stores, side by side on the same data")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if c.smoke {
 		c.n, c.writes, c.writers, c.queries, c.rounds, c.coldRuns = 3000, 200, 16, 200, 1, 1
 	}
@@ -70,10 +75,7 @@ func main() {
 	if c.encrypt {
 		runner = runEncryption
 	}
-	if err := runner(c, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "engine:", err)
-		os.Exit(1)
-	}
+	return runner(c, os.Stdout)
 }
 
 // figures is everything the run measured.
