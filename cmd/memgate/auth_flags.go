@@ -11,7 +11,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
-	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -179,7 +179,7 @@ func (f *authFlags) validate(c *Config, bad badFunc) {
 
 // authSetup is how serve --transport http authenticates its callers.
 type authSetup struct {
-	Auth       server.Authenticator    // nil: no authentication
+	Auth       gateway.Authenticator   // nil: no authentication
 	Routes     map[string]http.Handler // served without authentication (metadata), by path
 	Mode       string                  // "none", "static", "jwt" or "oauth"
 	WriteScope string                  // the scope remember and forget need; "" when Auth is nil
@@ -277,7 +277,7 @@ func (a *app) authenticator() (*authSetup, error) {
 // subjectNamespaces gives a principal whose token names no namespace the
 // one derived from its subject (--namespace-from-subject), as its own and
 // only namespace, as if its token had named it.
-type subjectNamespaces struct{ next server.Authenticator }
+type subjectNamespaces struct{ next gateway.Authenticator }
 
 func (s subjectNamespaces) Authenticate(r *http.Request) (*memgate.Principal, time.Time, error) {
 	p, exp, err := s.next.Authenticate(r)

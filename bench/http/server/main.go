@@ -31,6 +31,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
@@ -39,7 +40,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.data, "data-dir", "", "data folder (required)")
 	flag.StringVar(&c.bind, "bind", "127.0.0.1:0", "loopback address to listen on")
-	flag.StringVar(&c.path, "path", server.DefaultPath, "path of the MCP endpoint")
+	flag.StringVar(&c.path, "path", gateway.DefaultPath, "path of the MCP endpoint")
 	flag.IntVar(&c.maxStores, "max-stores", tenants.DefaultMaxStores, "most stores open at once")
 	flag.IntVar(&c.maxConns, "max-connections", 0, "most TCP connections (0: the gateway's default)")
 	flag.DurationVar(&c.headerTimeout, "read-header-timeout", 0, "time to send a request header (0: the gateway's default)")
@@ -111,8 +112,9 @@ func run(c config) (err error) {
 	if err != nil {
 		return err
 	}
-	gw, err := srv.NewGateway(server.GatewayOptions{Path: c.path, MaxConnections: c.maxConns,
-		ReadHeaderTimeout: c.headerTimeout, Logger: log, Configure: addNoop})
+	withNoop := func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }
+	gw, err := gateway.New(withNoop, gateway.Options{Path: c.path, MaxConnections: c.maxConns,
+		ReadHeaderTimeout: c.headerTimeout, Logger: log})
 	if err != nil {
 		return err
 	}
