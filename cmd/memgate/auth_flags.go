@@ -41,7 +41,7 @@ type authFlags struct {
 	OAuthIntrospection    string        `name:"oauth-introspection" placeholder:"URL" help:"RFC 7662 introspection endpoint, on the issuer's origin; memgate authenticates with MEMGATE_OAUTH_INTROSPECTION_TOKEN (environment only)."`
 	OAuthClientID         string        `name:"oauth-client-id" placeholder:"ID" help:"Send MEMGATE_OAUTH_INTROSPECTION_TOKEN as this client's secret (HTTP Basic) instead of as a bearer token."`
 	OAuthCAFile           string        `name:"oauth-ca-file" placeholder:"FILE" help:"PEM certificates: the only ones trusted for the introspection endpoint (a private CA)."`
-	IntrospectionTimeout  time.Duration `name:"introspection-timeout" default:"5s" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
+	IntrospectionTimeout  time.Duration `name:"introspection-timeout" default:"${introspectionTimeout}" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
 	IntrospectionCacheTTL time.Duration `name:"introspection-cache-ttl" default:"0s" placeholder:"DURATION" help:"Keep an active introspection answer this long, never past its exp (0s: ask every time)."`
 
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`

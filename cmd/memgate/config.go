@@ -339,6 +339,8 @@ func flagDefaults() kong.Vars {
 		"jwksRefresh":    durationText(auth.DefaultJWKSRefresh),
 		"clockSkew":      durationText(auth.DefaultClockSkew),
 		"namespaceClaim": auth.DefaultNamespaceClaim,
+
+		"introspectionTimeout": durationText(auth.DefaultTimeout),
 	}
 }
 
