@@ -22,9 +22,9 @@ import (
 	"github.com/memgate/memgate"
 )
 
-// Bounds of introspection.
+// Bounds of introspection. DefaultTimeout also bounds a JWKS fetch.
 const (
-	defaultTimeout         = 5 * time.Second
+	DefaultTimeout         = 5 * time.Second
 	maxIntrospections      = 8
 	maxIntrospectionBytes  = 16 << 10
 	DefaultIntrospectCache = 10000
@@ -119,7 +119,7 @@ func NewIntrospector(o IntrospectionOptions) (*Introspector, error) {
 		in.authz = "Bearer " + o.Credential
 	}
 	if in.timeout <= 0 {
-		in.timeout = defaultTimeout
+		in.timeout = DefaultTimeout
 	}
 	n := o.MaxConcurrent
 	if n <= 0 {

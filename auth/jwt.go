@@ -115,7 +115,7 @@ func NewJWT(o JWTOptions) (*JWT, error) {
 		k := &keyCache{url: o.JWKSURL, refresh: o.Refresh, minGap: o.MinRefetch, maxAge: o.MaxKeyAge, now: j.now, log: o.Logger}
 		timeout := o.FetchTimeout
 		if timeout <= 0 {
-			timeout = defaultTimeout
+			timeout = DefaultTimeout
 		}
 		k.client = newClient(roots, timeout, true)
 		if k.refresh <= 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
@@ -115,7 +116,7 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			gw, err := srv.NewGateway(server.GatewayOptions{Configure: addNoop})
+			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, gateway.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

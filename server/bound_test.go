@@ -11,6 +11,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -115,7 +116,7 @@ func stdioCall2(t *testing.T, srv *server.Server, tool, args string) []byte {
 // against a gateway with the given bound and returns the body.
 func httpCall(t *testing.T, pool *tenants.Pool, bound int, tool, args string) []byte {
 	t.Helper()
-	g := startGatewayOn(t, pool, server.GatewayOptions{},
+	g := startGatewayOn(t, pool, gateway.Options{},
 		server.Options{MaxTextBytes: boundMaxText, MaxResponseBytes: bound})
 	sid := g.initialize("2025-06-18", nil)
 	resp := g.post(rpc{body: fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, args),

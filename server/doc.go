@@ -1,7 +1,9 @@
 // Package server is memgate's MCP surface: the seven memory tools with their
 // schemas, argument validation and error envelope, the memory and stats
 // resources, the three prompts, and the stdio runner, all on the official Go
-// MCP SDK. The HTTP gateway mounts the same *mcp.Server (see Server.MCP).
+// MCP SDK. The HTTP gateway (package gateway) serves the SDK servers that
+// Server.NewMCP makes; package message holds the checks of JSON-RPC messages
+// that both transports make before the SDK sees them.
 //
 // # Calls
 //
@@ -40,7 +42,9 @@
 // RunStdio puts a line filter in front of the SDK's stdio loop: a line that
 // is not a JSON-RPC message is answered (-32700 or -32600) instead of ending
 // the session, and the end of stdin waits for the answers to the calls
-// already read instead of cancelling them.
+// already read instead of cancelling them. It knows those answers by
+// wrapping the SDK's connection, as the SDK's LoggingTransport does, and
+// counting the responses among the typed messages the server sends.
 //
 // # Privacy
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 )
 
 // secretMarker stands for memory text, ids and names a caller sends: no
@@ -61,14 +62,14 @@ func TestProtocolErrorsRepeatNothingSentOverStdio(t *testing.T) {
 }
 
 func TestProtocolErrorsRepeatNothingSentOverHTTP(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	session := g.initialize("2025-11-25", nil)
-	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": server.RevisionStateless,
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": gateway.RevisionStateless,
 		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "x", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
 	for i, r := range echoingRequests {
-		for _, v := range []string{"2025-11-25", server.RevisionStateless} {
+		for _, v := range []string{"2025-11-25", gateway.RevisionStateless} {
 			s, params, header := session, r.params, map[string]string{}
-			if v == server.RevisionStateless {
+			if v == gateway.RevisionStateless {
 				// The stateless revision takes _meta in params and the name in a
 				// header; params that do not decode into a map are sent as they are.
 				s = ""
@@ -92,7 +93,7 @@ func TestProtocolErrorsRepeatNothingSentOverHTTP(t *testing.T) {
 			if strings.Contains(string(b), secretMarker) {
 				t.Errorf("%s (%s): HTTP %d repeats what was sent: %s", r.name, v, resp.StatusCode, b)
 			}
-			if r.code == -32601 && v == server.RevisionStateless && resp.StatusCode != http.StatusNotFound {
+			if r.code == -32601 && v == gateway.RevisionStateless && resp.StatusCode != http.StatusNotFound {
 				t.Errorf("%s (%s): HTTP %d, want 404 as the SDK answers", r.name, v, resp.StatusCode)
 			}
 			if !strings.Contains(string(b), fmt.Sprintf(`"code":%d`, r.code)) {

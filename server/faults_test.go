@@ -15,6 +15,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
@@ -121,7 +122,7 @@ func TestDamagedStoreUnderLoadStaysInItsTenant(t *testing.T) {
 			pool.Close(context.Background())
 		}
 	})
-	g := startGatewayOn(t, pool, server.GatewayOptions{}, server.Options{NamespaceArg: true})
+	g := startGatewayOn(t, pool, gateway.Options{}, server.Options{NamespaceArg: true})
 	ctx := t.Context()
 	victim := "tenant-00"
 	victimPath := filepath.Join(dir, "stores", victim, storage.FileName)

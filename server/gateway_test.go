@@ -24,11 +24,13 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
+	"github.com/memgate/memgate/server/message"
 	"github.com/memgate/memgate/tenants"
 )
 
-// gateway is a Gateway serving on a real listener on 127.0.0.1.
-type gateway struct {
+// liveGateway is a gateway serving on a real listener on 127.0.0.1.
+type liveGateway struct {
 	t    *testing.T
 	url  string // the MCP endpoint
 	base string // scheme and address
@@ -40,13 +42,13 @@ type gateway struct {
 
 // startGateway serves a server on a fresh pool through a gateway with
 // gopts. sopts may set anything but Lease, which is the pool's unless given.
-func startGateway(t *testing.T, gopts server.GatewayOptions, sopts server.Options) *gateway {
+func startGateway(t *testing.T, gopts gateway.Options, sopts server.Options) *liveGateway {
 	t.Helper()
 	return startGatewayOn(t, newPool(t, 0), gopts, sopts)
 }
 
 // startGatewayOn is startGateway on a pool of the caller's.
-func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOptions, sopts server.Options) *gateway {
+func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts gateway.Options, sopts server.Options) *liveGateway {
 	t.Helper()
 	if sopts.Lease == nil {
 		sopts.Lease = server.LeaseOf(pool.Lease)
@@ -56,7 +58,10 @@ func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := srv.NewGateway(gopts)
+	if gopts.MaxResponseBytes == 0 {
+		gopts.MaxResponseBytes = int64(sopts.MaxResponseBytes) // as memgate serve passes it
+	}
+	gw, err := gateway.New(srv.NewMCP, gopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +70,7 @@ func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOption
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	g := &gateway{t: t, base: "http://" + ln.Addr().String(), addr: ln.Addr().String(), pool: pool, stop: stop,
+	g := &liveGateway{t: t, base: "http://" + ln.Addr().String(), addr: ln.Addr().String(), pool: pool, stop: stop,
 		done: make(chan error, 1)}
 	g.url = g.base + "/mcp"
 	go func() { g.done <- gw.Serve(ctx, ln) }()
@@ -74,7 +79,7 @@ func startGatewayOn(t *testing.T, pool *tenants.Pool, gopts server.GatewayOption
 }
 
 // shutdown stops the gateway as a signal would and waits for Serve.
-func (g *gateway) shutdown() error {
+func (g *liveGateway) shutdown() error {
 	g.stop()
 	select {
 	case err := <-g.done:
@@ -94,7 +99,7 @@ type rpc struct {
 	header  map[string]string
 }
 
-func (g *gateway) post(r rpc) *http.Response {
+func (g *liveGateway) post(r rpc) *http.Response {
 	g.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, g.url, strings.NewReader(r.body))
 	if err != nil {
@@ -123,7 +128,7 @@ func (g *gateway) post(r rpc) *http.Response {
 }
 
 // status POSTs r and returns the status, closing the body.
-func (g *gateway) status(r rpc) int {
+func (g *liveGateway) status(r rpc) int {
 	g.t.Helper()
 	resp := g.post(r)
 	io.Copy(io.Discard, resp.Body)
@@ -137,7 +142,7 @@ func initBody(version string) string {
 }
 
 // initialize opens a session at revision version and returns its id.
-func (g *gateway) initialize(version string, header map[string]string) string {
+func (g *liveGateway) initialize(version string, header map[string]string) string {
 	g.t.Helper()
 	resp := g.post(rpc{body: initBody(version), header: header})
 	defer resp.Body.Close()
@@ -163,7 +168,7 @@ func (g *gateway) initialize(version string, header map[string]string) string {
 }
 
 // call calls a tool in a session and returns the structured result.
-func (g *gateway) call(session, version, tool, args string, header map[string]string) (map[string]any, int) {
+func (g *liveGateway) call(session, version, tool, args string, header map[string]string) (map[string]any, int) {
 	g.t.Helper()
 	resp := g.post(rpc{body: fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, args),
 		session: session, version: version, header: header})
@@ -184,7 +189,7 @@ func (g *gateway) call(session, version, tool, args string, header map[string]st
 }
 
 func TestGatewayServesEverySessionRevision(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	for _, v := range []string{"2025-03-26", "2025-06-18", "2025-11-25"} {
 		id := g.initialize(v, nil)
 		res, status := g.call(id, v, "remember", `{"text":"kept over `+v+`"}`, nil)
@@ -199,7 +204,7 @@ func TestGatewayServesEverySessionRevision(t *testing.T) {
 }
 
 func TestGatewayRoutesTheStatelessRevision(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	cs := connectHTTP(t, g.url, nil)
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "remember",
 		Arguments: map[string]any{"text": "written in a session"}}); err != nil {
@@ -207,7 +212,7 @@ func TestGatewayRoutesTheStatelessRevision(t *testing.T) {
 	}
 	// A 2026-07-28 request needs no session; the stateful handler would
 	// refuse it.
-	resp := g.post(rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+	resp := g.post(rpc{version: gateway.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
 		body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
 			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
 			`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`})
@@ -218,7 +223,7 @@ func TestGatewayRoutesTheStatelessRevision(t *testing.T) {
 	}
 	// GET has no meaning without sessions.
 	req, _ := http.NewRequest(http.MethodGet, g.url, nil)
-	req.Header.Set("Mcp-Protocol-Version", server.RevisionStateless)
+	req.Header.Set("Mcp-Protocol-Version", gateway.RevisionStateless)
 	req.Header.Set("Accept", "text/event-stream")
 	r2, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -258,7 +263,7 @@ func TestGatewayHealthAndReadiness(t *testing.T) {
 	notReady := errors.New("disk gone")
 	var mu sync.Mutex
 	var readyErr error
-	g := startGateway(t, server.GatewayOptions{Ready: func(context.Context) error {
+	g := startGateway(t, gateway.Options{Ready: func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return readyErr
@@ -295,7 +300,7 @@ func TestGatewayHealthAndReadiness(t *testing.T) {
 }
 
 func TestGatewayHostAndOrigin(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{AllowHosts: []string{"memory.example.com", "pinned.example.com:9000"},
+	g := startGateway(t, gateway.Options{AllowHosts: []string{"memory.example.com", "pinned.example.com:9000"},
 		AllowOrigins: []string{"https://app.example.com"}}, server.Options{})
 	init := initBody("2025-11-25")
 	for _, c := range []struct {
@@ -327,7 +332,7 @@ func TestGatewayHostAndOrigin(t *testing.T) {
 
 func TestGatewayBodyBound(t *testing.T) {
 	const limit = 4096
-	g := startGateway(t, server.GatewayOptions{MaxRequestBytes: limit}, server.Options{})
+	g := startGateway(t, gateway.Options{MaxRequestBytes: limit}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{}}}`
 	pad := func(n int) string { return call + strings.Repeat(" ", n-len(call)) }
@@ -356,7 +361,7 @@ func TestGatewayBodyBound(t *testing.T) {
 }
 
 func TestGatewayHeaderBounds(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	init := initBody("2025-11-25")
 	// http.Client sends Host, User-Agent, Content-Length, Content-Type,
 	// Accept and Accept-Encoding: 6 fields.
@@ -367,11 +372,11 @@ func TestGatewayHeaderBounds(t *testing.T) {
 		}
 		return h
 	}
-	if s := g.status(rpc{body: init, header: fields(server.MaxHeaderFields)}); s != 200 {
-		t.Fatalf("%d fields: %d", server.MaxHeaderFields, s)
+	if s := g.status(rpc{body: init, header: fields(gateway.MaxHeaderFields)}); s != 200 {
+		t.Fatalf("%d fields: %d", gateway.MaxHeaderFields, s)
 	}
-	if s := g.status(rpc{body: init, header: fields(server.MaxHeaderFields + 1)}); s != 431 {
-		t.Fatalf("%d fields: %d", server.MaxHeaderFields+1, s)
+	if s := g.status(rpc{body: init, header: fields(gateway.MaxHeaderFields + 1)}); s != 431 {
+		t.Fatalf("%d fields: %d", gateway.MaxHeaderFields+1, s)
 	}
 	// Size: measure the request's header as the gateway counts it, then pad
 	// one field to land on the bound and one byte past it.
@@ -380,10 +385,10 @@ func TestGatewayHeaderBounds(t *testing.T) {
 		len("Content-Type: application/json\r\n") + len("Accept: application/json, text/event-stream\r\n") +
 		len("Accept-Encoding: gzip\r\n") + len("X-Pad: \r\n")
 	for _, extra := range []int{0, 1} {
-		pad := strings.Repeat("a", server.MaxHeaderBytes-base+extra)
+		pad := strings.Repeat("a", gateway.MaxHeaderBytes-base+extra)
 		want := map[int]int{0: 200, 1: 431}[extra]
 		if s := g.status(rpc{body: init, header: map[string]string{"X-Pad": pad}}); s != want {
-			t.Fatalf("header of %d bytes: %d, want %d", server.MaxHeaderBytes+extra, s, want)
+			t.Fatalf("header of %d bytes: %d, want %d", gateway.MaxHeaderBytes+extra, s, want)
 		}
 	}
 }
@@ -409,9 +414,9 @@ func TestGatewayInflightCap(t *testing.T) {
 	const max = 3
 	pool := newPool(t, 0)
 	held := newGate(server.LeaseOf(pool.Lease))
-	g := startGateway(t, server.GatewayOptions{MaxInflight: max}, server.Options{Lease: held.Lease})
+	g := startGateway(t, gateway.Options{MaxInflight: max}, server.Options{Lease: held.Lease})
 	call := func() int {
-		return g.status(rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+		return g.status(rpc{version: gateway.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
 			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
 				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`})
 	}
@@ -441,7 +446,7 @@ func TestGatewayInflightCap(t *testing.T) {
 
 func TestGatewaySessionCap(t *testing.T) {
 	const max = 2
-	g := startGateway(t, server.GatewayOptions{MaxSessions: max}, server.Options{})
+	g := startGateway(t, gateway.Options{MaxSessions: max}, server.Options{})
 	ids := []string{g.initialize("2025-11-25", nil), g.initialize("2025-06-18", nil)}
 	resp := g.post(rpc{body: initBody("2025-11-25")})
 	resp.Body.Close()
@@ -463,7 +468,7 @@ func TestGatewaySessionCap(t *testing.T) {
 }
 
 func TestGatewaySessionIdleExpiry(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{MaxSessions: 1, SessionIdle: 200 * time.Millisecond}, server.Options{})
+	g := startGateway(t, gateway.Options{MaxSessions: 1, SessionIdle: 200 * time.Millisecond}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -481,7 +486,7 @@ func TestGatewaySessionIdleExpiry(t *testing.T) {
 
 func TestGatewayStreamCap(t *testing.T) {
 	const max = 2
-	g := startGateway(t, server.GatewayOptions{MaxStreams: max}, server.Options{})
+	g := startGateway(t, gateway.Options{MaxStreams: max}, server.Options{})
 	// A session has at most one stream of its own: each stream opens one.
 	var id string
 	open := func() *http.Response {
@@ -531,7 +536,7 @@ func TestGatewayStreamCap(t *testing.T) {
 
 func TestGatewayConnectionCap(t *testing.T) {
 	const max = 4
-	g := startGateway(t, server.GatewayOptions{MaxConnections: max, ReadHeaderTimeout: 300 * time.Millisecond}, server.Options{})
+	g := startGateway(t, gateway.Options{MaxConnections: max, ReadHeaderTimeout: 300 * time.Millisecond}, server.Options{})
 	// max connections that send nothing hold every slot...
 	var held []net.Conn
 	for range max {
@@ -613,7 +618,7 @@ func TestGatewayAuthentication(t *testing.T) {
 		"bob-token":   {Subject: "bob", Namespace: "bob", Namespaces: []string{"bob"}, Scopes: []string{"memory:read"}},
 	}
 	r := &tenants.Resolver{Strategy: tenants.Token}
-	g := startGateway(t, server.GatewayOptions{Auth: users}, server.Options{Resolve: r.Resolve, WriteScope: "memory:write"})
+	g := startGateway(t, gateway.Options{Auth: users}, server.Options{Resolve: r.Resolve, WriteScope: "memory:write"})
 	init := initBody("2025-11-25")
 	for _, c := range []struct {
 		name, auth, challenge string
@@ -656,7 +661,7 @@ func TestGatewayShutdownKeepsAcknowledgedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGatewayOn(t, pool, server.GatewayOptions{ShutdownGrace: 10 * time.Second}, server.Options{})
+	g := startGatewayOn(t, pool, gateway.Options{ShutdownGrace: 10 * time.Second}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 
 	// Writers run until the gateway refuses them; each counts what it saw
@@ -722,7 +727,7 @@ func TestGatewayShutdownKeepsAcknowledgedWrites(t *testing.T) {
 
 func TestGatewayShutdownEndsStreams(t *testing.T) {
 	// A stream left open would hold the shutdown for the whole grace.
-	g := startGateway(t, server.GatewayOptions{ShutdownGrace: time.Minute}, server.Options{})
+	g := startGateway(t, gateway.Options{ShutdownGrace: time.Minute}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 	req, _ := http.NewRequest(http.MethodGet, g.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -752,7 +757,7 @@ func TestGatewayRequestDeadline(t *testing.T) {
 	pool := newPool(t, 0)
 	held := newGate(server.LeaseOf(pool.Lease))
 	t.Cleanup(func() { close(held.open) }) // after the gateway has stopped
-	g := startGateway(t, server.GatewayOptions{RequestTimeout: 300 * time.Millisecond, ShutdownGrace: time.Second},
+	g := startGateway(t, gateway.Options{RequestTimeout: 300 * time.Millisecond, ShutdownGrace: time.Second},
 		server.Options{Lease: held.Lease})
 	id := g.initialize("2025-11-25", nil)
 	resp := g.post(rpc{body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
@@ -783,7 +788,7 @@ func TestGatewayRequestDeadline(t *testing.T) {
 }
 
 func TestGatewayRequestsOutsideASession(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	list := `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`
 	// A session revision needs a session for anything but initialize.
 	for _, v := range []string{"", "2025-06-18", "2025-11-25"} {
@@ -808,7 +813,7 @@ func TestGatewayRequestsOutsideASession(t *testing.T) {
 
 func TestGatewayRefusesAStrangerBeforeReadingItsBody(t *testing.T) {
 	users := staticAuth{"alice-token": {Subject: "alice", Scopes: []string{"memory:read"}}}
-	g := startGateway(t, server.GatewayOptions{Auth: users, RequestTimeout: time.Minute}, server.Options{})
+	g := startGateway(t, gateway.Options{Auth: users, RequestTimeout: time.Minute}, server.Options{})
 	c, err := net.Dial("tcp", g.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -826,7 +831,7 @@ func TestGatewayRefusesAStrangerBeforeReadingItsBody(t *testing.T) {
 }
 
 func TestGatewayClosesAConnectionPastItsLifetime(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{ConnLifetime: 300 * time.Millisecond}, server.Options{})
+	g := startGateway(t, gateway.Options{ConnLifetime: 300 * time.Millisecond}, server.Options{})
 	c, err := net.Dial("tcp", g.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -887,7 +892,7 @@ func TestGatewayAuthorizesEveryRequestWithItsOwnToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &tenants.Resolver{Strategy: tenants.Token, AllowArg: true}
-	g := startGateway(t, server.GatewayOptions{Auth: authn},
+	g := startGateway(t, gateway.Options{Auth: authn},
 		server.Options{Resolve: r.Resolve, NamespaceArg: true, WriteScope: "memory:write"})
 	a := map[string]string{"Authorization": "Bearer " + tokenA}
 	b := map[string]string{"Authorization": "Bearer " + tokenB}
@@ -935,7 +940,7 @@ func TestGatewayAuthorizesEveryRequestWithItsOwnToken(t *testing.T) {
 }
 
 // batch POSTs a JSON-RPC batch in session id and returns the status and body.
-func (g *gateway) batch(session string, msgs []string) (int, []byte) {
+func (g *liveGateway) batch(session string, msgs []string) (int, []byte) {
 	g.t.Helper()
 	resp := g.post(rpc{body: "[" + strings.Join(msgs, ",") + "]", session: session, version: "2025-03-26"})
 	defer resp.Body.Close()
@@ -947,7 +952,7 @@ func (g *gateway) batch(session string, msgs []string) (int, []byte) {
 }
 
 func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	id := g.initialize("2025-03-26", nil)
 	pings := func(n int) []string {
 		msgs := make([]string, n)
@@ -956,17 +961,17 @@ func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
 		}
 		return msgs
 	}
-	status, body := g.batch(id, pings(server.MaxBatch))
+	status, body := g.batch(id, pings(message.MaxBatch))
 	var answers []struct {
 		ID     int64           `json:"id"`
 		Result json.RawMessage `json:"result"`
 	}
-	if err := json.Unmarshal(body, &answers); status != 200 || err != nil || len(answers) != server.MaxBatch {
-		t.Fatalf("a batch of %d: %d, %d answers (%v) %s", server.MaxBatch, status, len(answers), err, body)
+	if err := json.Unmarshal(body, &answers); status != 200 || err != nil || len(answers) != message.MaxBatch {
+		t.Fatalf("a batch of %d: %d, %d answers (%v) %s", message.MaxBatch, status, len(answers), err, body)
 	}
-	status, body = g.batch(id, pings(server.MaxBatch+1))
+	status, body = g.batch(id, pings(message.MaxBatch+1))
 	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "at most 32") {
-		t.Fatalf("a batch of %d: %d %s", server.MaxBatch+1, status, body)
+		t.Fatalf("a batch of %d: %d %s", message.MaxBatch+1, status, body)
 	}
 	// A batch that holds initialize, or a malformed message, is refused whole.
 	for name, msgs := range map[string][]string{
@@ -989,7 +994,7 @@ func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
 // byte below it refused.
 func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 	pool := newPool(t, 0)
-	seed := startGatewayOn(t, pool, server.GatewayOptions{}, server.Options{})
+	seed := startGatewayOn(t, pool, gateway.Options{}, server.Options{})
 	sid := seed.initialize("2025-11-25", nil)
 	for i := range 20 {
 		if res, s := seed.call(sid, "2025-11-25", "remember", fmt.Sprintf(`{"id":"m%d","text":%q}`, i, strings.Repeat("x", 2000)), nil); s != 200 || res["created"] != true {
@@ -1000,19 +1005,19 @@ func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 	for i := range lists {
 		lists[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list","arguments":{}}}`, i)
 	}
-	big := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: 64 << 20}, server.Options{})
+	big := startGatewayOn(t, pool, gateway.Options{MaxResponseBytes: 64 << 20}, server.Options{})
 	status, body := big.batch(big.initialize("2025-03-26", nil), lists)
 	if status != 200 || !json.Valid(body) || len(body) < 25*20*2000 {
 		t.Fatalf("25 lists under a large bound: %d, %d bytes", status, len(body))
 	}
 	size := int64(len(body))
-	at := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size}, server.Options{})
+	at := startGatewayOn(t, pool, gateway.Options{MaxResponseBytes: size}, server.Options{})
 	if status, got := at.batch(at.initialize("2025-03-26", nil), lists); status != 200 || int64(len(got)) != size {
 		t.Fatalf("25 lists at a bound of their size: %d, %d bytes of %d", status, len(got), size)
 	}
 	// One byte less: the last answer does not fit. Its call ran and says
 	// so; every answer is in the array, and the array within the bound.
-	below := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size - 1}, server.Options{})
+	below := startGatewayOn(t, pool, gateway.Options{MaxResponseBytes: size - 1}, server.Options{})
 	status, got := below.batch(below.initialize("2025-03-26", nil), lists)
 	codes := batchCodes(t, got)
 	if status != 200 || int64(len(got)) > size-1 || len(codes) != 25 || codes[24] != -32000 || codes[23] != 0 {
@@ -1023,7 +1028,7 @@ func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 	}
 	// A bound that holds a few answers: the calls after the first that
 	// does not fit are not run, each answered by its own error.
-	few := startGatewayOn(t, pool, server.GatewayOptions{MaxResponseBytes: size / 10}, server.Options{})
+	few := startGatewayOn(t, pool, gateway.Options{MaxResponseBytes: size / 10}, server.Options{})
 	mixed := append([]string{
 		`{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"remember","arguments":{"id":"w","text":"before"}}}`},
 		lists...)
@@ -1050,7 +1055,7 @@ func TestGatewayBatchAnswersCountTogether(t *testing.T) {
 // A batch holding a call without an id is refused whole, before any of
 // its messages runs (the SDK would refuse it after the calls before it).
 func TestGatewayBatchWithACallWithoutAnIDRunsNothing(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	sid := g.initialize("2025-03-26", nil)
 	status, body := g.batch(sid, []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"id":"nb1","text":"x"}}}`,
@@ -1090,7 +1095,7 @@ func batchCodes(t *testing.T, body []byte) []int64 {
 // plain text, drop with a 202, or answer under a changed id, the gateway
 // refuses with a JSON-RPC error in JSON, in a session and statelessly.
 func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{})
+	g := startGateway(t, gateway.Options{}, server.Options{})
 	id := g.initialize("2025-11-25", nil)
 	for _, c := range []struct {
 		name, body string
@@ -1109,9 +1114,9 @@ func TestGatewayAnswersMalformedMessagesInJSON(t *testing.T) {
 		{"an id past int64", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}`, -32600, "null"},
 		{"an id past 2^53", `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, -32600, "null"},
 	} {
-		for _, v := range []string{"2025-11-25", server.RevisionStateless} {
+		for _, v := range []string{"2025-11-25", gateway.RevisionStateless} {
 			session := id
-			if v == server.RevisionStateless {
+			if v == gateway.RevisionStateless {
 				session = ""
 			}
 			resp := g.post(rpc{body: c.body, session: session, version: v})
@@ -1178,11 +1183,11 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 				st.Store = s
 				return st, release, nil
 			}
-			g := startGateway(t, server.GatewayOptions{MaxInflight: 1, RequestTimeout: 200 * time.Millisecond},
+			g := startGateway(t, gateway.Options{MaxInflight: 1, RequestTimeout: 200 * time.Millisecond},
 				server.Options{Lease: lease})
 			search := rpc{body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}`}
 			if stateless {
-				search = rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "search"},
+				search = rpc{version: gateway.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "search"},
 					body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"},"_meta":{` +
 						`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`}
 			} else {
@@ -1209,7 +1214,7 @@ func TestGatewayTimeoutStopsTheWorkAndHoldsTheSlot(t *testing.T) {
 			stats := rpc{body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
 				session: search.session, version: search.version}
 			if stateless {
-				stats = rpc{version: server.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
+				stats = rpc{version: gateway.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "stats"},
 					body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
 						`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`}
 			}
@@ -1249,13 +1254,13 @@ func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"/mcp", "/api/v1/memory", "/a.b_c~-", "/healthz", "/metrics2"} {
-		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err != nil {
+		if _, err := gateway.New(srv.NewMCP, gateway.Options{Path: p}); err != nil {
 			t.Errorf("path %q refused: %v", p, err)
 		}
 	}
 	for _, p := range []string{"mcp", "/", "/*", "/:x", "/mcp/*", "/mcp/:id", "/mcp/", "//mcp", "/a/../b", "/./mcp", "/m cp", "/mcp?x",
 		"/health", "/ready", "/metrics", "/.well-known", "/.well-known/oauth-protected-resource", "/.well-known/x"} {
-		if _, err := srv.NewGateway(server.GatewayOptions{Path: p}); err == nil {
+		if _, err := gateway.New(srv.NewMCP, gateway.Options{Path: p}); err == nil {
 			t.Errorf("path %q accepted", p)
 		}
 	}
@@ -1266,7 +1271,7 @@ func TestGatewayPathIsALiteralOfItsOwn(t *testing.T) {
 // ever stated in it.
 func TestGatewayGuardsItsExtraRoutes(t *testing.T) {
 	doc := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, `{"resource":"http://%s/mcp"}`, r.Host) })
-	g := startGateway(t, server.GatewayOptions{Routes: map[string]http.Handler{"/.well-known/oauth-protected-resource/mcp": doc}}, server.Options{})
+	g := startGateway(t, gateway.Options{Routes: map[string]http.Handler{"/.well-known/oauth-protected-resource/mcp": doc}}, server.Options{})
 	get := func(host, origin string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, g.base+"/.well-known/oauth-protected-resource/mcp", nil)
 		req.Host = host
@@ -1291,7 +1296,7 @@ func TestGatewayGuardsItsExtraRoutes(t *testing.T) {
 		t.Fatalf("from another origin: %d", s)
 	}
 	srv, _ := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
-	if _, err := srv.NewGateway(server.GatewayOptions{Routes: map[string]http.Handler{"/health": doc}}); err == nil {
+	if _, err := gateway.New(srv.NewMCP, gateway.Options{Routes: map[string]http.Handler{"/health": doc}}); err == nil {
 		t.Fatal("an extra route replaced /health")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -73,7 +74,7 @@ func TestIsolationProperty(t *testing.T) {
 	users["admin-token"] = admin
 
 	r := &tenants.Resolver{Strategy: tenants.Token, AllowArg: true}
-	g := startGateway(t, server.GatewayOptions{Auth: users},
+	g := startGateway(t, gateway.Options{Auth: users},
 		server.Options{Resolve: r.Resolve, NamespaceArg: true, WriteScope: "memory:write"})
 	ctx := context.Background()
 	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 )
 
 // panicStore panics in every method, as a store on a damaged file can.
@@ -135,7 +136,7 @@ func TestPanicInCallIsTheInternalEnvelope(t *testing.T) {
 }
 
 func TestPanicOverHTTPLeavesTheGatewayServing(t *testing.T) {
-	g := startGateway(t, server.GatewayOptions{}, server.Options{Lease: panicLease})
+	g := startGateway(t, gateway.Options{}, server.Options{Lease: panicLease})
 	panickingCalls(t, connectHTTP(t, g.url, nil))
 	// A new session still works, and the gateway stops cleanly.
 	cs := connectHTTP(t, g.url, nil)

@@ -147,15 +147,16 @@ func New(opts Options) (*Server, error) {
 		s.enabled[name] = !slices.Contains(opts.DisabledTools, name) && !off
 	}
 
-	s.mcp = s.newMCP()
+	s.mcp = s.NewMCP()
 	return s, nil
 }
 
-// newMCP returns an SDK server with the tools, resources and prompts of s.
-// Each transport handler that keeps sessions of its own gets its own: the
-// HTTP gateway counts the sessions of its stateful handler on one, while
-// the stateless handler's per-request sessions come and go on another.
-func (s *Server) newMCP() *mcp.Server {
+// NewMCP returns a new SDK server with the tools, resources and prompts of
+// s. Each transport handler that keeps sessions of its own gets its own: the
+// HTTP gateway (package gateway) counts the sessions of its stateful
+// handler on one, while the stateless handler's per-request sessions come
+// and go on another.
+func (s *Server) NewMCP() *mcp.Server {
 	version := s.opts.Version
 	if version == "" {
 		version = "devel"

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate/server/message"
 )
 
 // maxStdioLine bounds one message on stdin, as the SDK's own framing does.
@@ -128,7 +130,7 @@ func (a batchBound) Write(p []byte) (int, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, batchError(ans.ID, errBatchRan)...)
+		out = append(out, message.BatchError(ans.ID, message.ErrBatchRan)...)
 	}
 	if _, err := a.w.Write(append(out, ']', '\n')); err != nil {
 		return 0, err
@@ -217,10 +219,10 @@ func filterLines(ctx context.Context, in io.Reader, sdk, out io.Writer, calls *i
 
 // batchCalls is the number of calls in a batch checkLine let through.
 func batchCalls(line []byte) int {
-	msgs, _ := splitBatch(line)
+	msgs, _ := message.SplitBatch(line)
 	n := 0
 	for _, m := range msgs {
-		if _, call := checkMessage(m); call {
+		if _, call := message.Check(m); call {
 			n++
 		}
 	}
@@ -234,9 +236,9 @@ func batchCalls(line []byte) int {
 // one that checkMessage refuses, is refused whole; a batch is not counted.
 func checkLine(line []byte) (*jsonrpc.Response, bool) {
 	if line[0] != '[' {
-		return checkMessage(line)
+		return message.Check(line)
 	}
-	if err := checkBatch(line); err != nil {
+	if err := message.CheckBatch(line); err != nil {
 		return &jsonrpc.Response{Error: err}, false
 	}
 	return nil, false

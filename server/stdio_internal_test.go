@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/memgate/memgate/server/message"
 )
 
 // FuzzStdioLine: a line the filter passes to the SDK is read by the SDK as
@@ -40,13 +42,8 @@ func FuzzStdioLine(f *testing.F) {
 			if got == nil {
 				t.Fatalf("a refusal without a JSON-RPC error: %v", answer.Error)
 			}
-			fixed := false
-			for _, e := range []*jsonrpc.Error{errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams, errUnknownMethod,
-				errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
-				fixed = fixed || got.Code == e.Code && got.Message == e.Message && got.Data == nil
-			}
-			if !fixed && got.Message != "parse error: a message is not JSON" {
-				t.Fatalf("the refusal %s is not a fixed message", encodeResponse(answer))
+			if !message.Refused(got) {
+				t.Fatalf("the refusal %s is not a fixed message", message.Encode(answer))
 			}
 			return
 		}
@@ -65,7 +62,7 @@ func FuzzStdioLine(f *testing.F) {
 			if members[key] > 1 {
 				t.Fatalf("passed a line with a key twice: %q", line)
 			}
-			for _, m := range rpcMembers {
+			for _, m := range message.Members {
 				if key != m && strings.EqualFold(key, m) {
 					t.Fatalf("passed a line with %q for %q: %q", key, m, line)
 				}
@@ -112,7 +109,7 @@ func BenchmarkCheckMessage(b *testing.B) {
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if refusal, call := checkMessage(msg); refusal != nil || !call {
+		if refusal, call := message.Check(msg); refusal != nil || !call {
 			b.Fatal("refused")
 		}
 	}
@@ -122,7 +119,7 @@ func BenchmarkCheckMessageSmall(b *testing.B) {
 	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"release notes","limit":10}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if refusal, call := checkMessage(msg); refusal != nil || !call {
+		if refusal, call := message.Check(msg); refusal != nil || !call {
 			b.Fatal("refused")
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/message"
 )
 
 func TestRunStdio(t *testing.T) {
@@ -175,8 +176,8 @@ func TestRunStdioMatchesKeysExactly(t *testing.T) {
 		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":14,"method":"tools/call","params":null}`,
-		pings(server.MaxBatch + 1),
-		pings(server.MaxBatch),
+		pings(message.MaxBatch + 1),
+		pings(message.MaxBatch),
 		`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
 	}, "\n") + "\n"
@@ -189,8 +190,8 @@ func TestRunStdioMatchesKeysExactly(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if strings.HasPrefix(l, "[") {
 			var answers []map[string]any
-			if err := json.Unmarshal([]byte(l), &answers); err != nil || len(answers) != server.MaxBatch {
-				t.Fatalf("a batch of %d pings: %d answers (%v)", server.MaxBatch, len(answers), err)
+			if err := json.Unmarshal([]byte(l), &answers); err != nil || len(answers) != message.MaxBatch {
+				t.Fatalf("a batch of %d pings: %d answers (%v)", message.MaxBatch, len(answers), err)
 			}
 			batches++
 			continue

@@ -36,7 +36,7 @@ func TestCloseMergesOnlyASmallTail(t *testing.T) {
 				}
 				put(t, s, memgate.Write{ID: fmt.Sprint("m", i), Text: strings.Join(words, " ")})
 			}
-			if n := s.tail.Load().termCount(); tc.wantMerged == (n > closeMergeTerms) {
+			if n := s.index.current().termCount(); tc.wantMerged == (n > closeMergeTerms) {
 				t.Fatalf("the tail holds %d terms: the case does not test what it says", n)
 			}
 			if err := s.Close(); err != nil {
@@ -47,7 +47,7 @@ func TestCloseMergesOnlyASmallTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if merged := s.tail.Load().len() == 0; merged != tc.wantMerged {
+			if merged := s.index.current().len() == 0; merged != tc.wantMerged {
 				t.Fatalf("merged at close: %v, want %v", merged, tc.wantMerged)
 			}
 			res, err := s.Search(context.Background(), memgate.Query{Text: fmt.Sprintf("w%dx%d", docs-1, 1)})

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -14,7 +13,9 @@ import (
 // maxGroup bounds how many writes share one commit.
 const maxGroup = 1000
 
-// A committer groups the writes of a store into shared commits. When no
+// A committer groups the writes of a store into shared commits, and that is
+// all it does: the index decides whether writes may run, takes each
+// transaction's change to its tail, and merges (see index). When no
 // commit is running, a write commits at once, on its own goroutine (the
 // leader). Writes that arrive meanwhile queue; when the leader's commit
 // returns, it hands the lead to the first of them, which commits the whole
@@ -37,23 +38,10 @@ type committer struct {
 	queue   []*writeOp
 	leading bool // a leader is committing or about to
 	closed  bool
-
-	// unmerged is set while a merge has failed part way: until one
-	// succeeds, no write may run (see merge). refusal is the error those
-	// writes get, retryAt the earliest time of the next attempt. Only the
-	// leader touches them (and Open, before any write).
-	unmerged bool
-	refusal  error
-	retryAt  time.Time
 }
 
-// mergeRetry is how long after a failed merge the committer tries again;
-// the writes in between are refused without an attempt, so that a store
-// whose disk is full does not redo a failing merge for every refused write.
-var mergeRetry = time.Second
-
 type writeOp struct {
-	fn  func(*txn) error // nil: no write, an ask to merge (Store.askMerge)
+	fn  func(*txn) error // nil: no write, an ask to merge (index.ask)
 	err chan error       // the write's result, or errLead
 }
 
@@ -150,23 +138,17 @@ func (c *committer) close() {
 	c.mu.Unlock()
 }
 
-// errUnmerged refuses writes while the index cannot be merged.
-var errUnmerged = &memgate.Error{Code: memgate.CodeUnavailable,
-	Message: "the store's index cannot be updated right now; writes are refused until it can"}
-
 // commit runs group in one transaction and returns each write's error.
 func (c *committer) commit(group []*writeOp, errs []error) []error {
 	errs = errs[:len(group)]
-	if c.unmerged && (time.Now().Before(c.retryAt) || !c.merge()) {
+	if err := c.s.index.refused(); err != nil {
 		for i := range errs {
-			errs[i] = c.refusal
+			errs[i] = err
 		}
 		return errs
 	}
 	if asksOnly(group) {
-		if c.s.mergeDue() {
-			c.merge()
-		}
+		c.s.index.mergeIfDue()
 		return errs
 	}
 	err := c.update(func(t *txn) error {
@@ -193,9 +175,7 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 			}
 		}
 	}
-	if c.s.mergeDue() {
-		c.merge()
-	}
+	c.s.index.mergeIfDue()
 	for i := range errs {
 		errs[i] = StoreError("storage.commit", errs[i])
 	}
@@ -203,7 +183,7 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 }
 
 // asksOnly reports whether group holds no write, only asks to merge (a
-// writeOp without fn: see Store.askMerge).
+// writeOp without fn: see index.ask).
 func asksOnly(group []*writeOp) bool {
 	for _, op := range group {
 		if op.fn != nil {
@@ -213,36 +193,10 @@ func asksOnly(group []*writeOp) bool {
 	return true
 }
 
-// merge merges the tail and reports whether it succeeded. A merge that
-// failed part way leaves some of the tail's postings on disk; readers cope
-// (view.list), but a write could remove a tail document whose postings are
-// on disk and leave them behind, so writes wait until a merge succeeds.
-func (c *committer) merge() bool {
-	if err := c.s.merge(); err != nil {
-		c.log.Error("index merge failed", "op", "storage.merge", "error", err)
-		c.mergeFailed(err)
-		return false
-	}
-	c.unmerged, c.refusal = false, nil
-	return true
-}
-
-// mergeFailed refuses writes until a merge succeeds, with the condition of
-// the disk when err names one (StoreError), else errUnmerged.
-func (c *committer) mergeFailed(err error) {
-	c.unmerged = true
-	c.retryAt = time.Now().Add(mergeRetry)
-	c.refusal = errUnmerged
-	if e := StoreError("storage.merge", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
-		c.refusal = e
-	}
-}
-
 // update runs fn in one write transaction. The transaction's change to the
 // tail is applied just before the commit, and undone if the commit fails.
 func (c *committer) update(fn func(*txn) error) error {
-	tl := c.s.tail.Load()
-	var applied *tailChange
+	undo := func() {}
 	err := c.s.writeTx("storage.commit", func(tx *bolt.Tx) error {
 		t := c.s.txn(tx)
 		if err := fn(t); err != nil {
@@ -251,14 +205,11 @@ func (c *committer) update(fn func(*txn) error) error {
 		if err := t.flushCounts(); err != nil {
 			return err
 		}
-		if !t.change.empty() {
-			tl.apply(&t.change)
-			applied = &t.change
-		}
+		undo = c.s.index.stage(&t.change)
 		return nil
 	})
-	if err != nil && applied != nil {
-		tl.undo(applied)
+	if err != nil {
+		undo()
 	}
 	return err
 }

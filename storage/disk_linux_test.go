@@ -163,7 +163,7 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open on a full disk: %v", err)
 	}
-	if !s.write.unmerged {
+	if !s.index.unmerged {
 		t.Fatal("the merge left unfinished was finished on a full disk; the test proves nothing")
 	}
 	readAll(t, s, n)
@@ -204,7 +204,7 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", n), Text: distinctWords(n, 40)})
-	if s.write.unmerged {
+	if s.index.unmerged {
 		t.Fatal("writes resumed but the merge is still unfinished")
 	}
 	// Writes that fill the disk themselves, with no merge pending.

@@ -40,6 +40,13 @@
 // is idle. A write returns only after its commit has. Reads run in parallel
 // with each other and with commits.
 //
+// The write path reads in three places: write.go turns a memory into a
+// transaction's changes (the record, its id, its creation key, the counters,
+// and its index entries for the tail); the committer runs those changes in
+// one transaction and does nothing else; the index (indexer.go) owns the
+// tail and its merge: it says whether writes may run, puts each committed
+// transaction's change in the tail, and merges when the tail is due.
+//
 // This package knows memories, not namespaces or MCP: it must never import
 // tenants, server, auth or cmd.
 package storage

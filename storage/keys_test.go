@@ -41,8 +41,8 @@ func TestLargestMetadataTermMerges(t *testing.T) {
 		}
 		put(t, s, memgate.Write{ID: "m" + string(rune('a'+i)), Text: "escaped metadata", Metadata: md})
 	}
-	if s.tail.Load().len() >= opts.MergeEvery {
-		t.Fatalf("tail holds %d documents after merges every %d", s.tail.Load().len(), opts.MergeEvery)
+	if s.index.current().len() >= opts.MergeEvery {
+		t.Fatalf("tail holds %d documents after merges every %d", s.index.current().len(), opts.MergeEvery)
 	}
 	if _, _, err := s.Put(ctx, memgate.Write{ID: "after", Text: "a write after the merges"}); err != nil {
 		t.Fatalf("write after merges: %v", err)

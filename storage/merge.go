@@ -16,8 +16,9 @@ var mergeFault func(n int) error
 
 // merge moves the tail's live postings into the postings bucket, one chunk
 // append per term, raises the merged mark to the current sequence, and
-// starts an empty tail. Only the committer calls it, between groups, so no
-// write runs meanwhile; readers go on (see tail).
+// starts an empty tail. Only the committer calls it (through tryMerge),
+// between groups, and Open and Close, so no write runs meanwhile; readers go
+// on (see tail).
 //
 // The merge runs in slices of mergeSlice terms, one transaction each. Until
 // the last one commits, the merged mark stays where it was and readers use
@@ -25,8 +26,9 @@ var mergeFault func(n int) error
 // view.list reads each posting once. The first slice records the mark it is
 // merging to; if the process dies before the last, Open finishes the merge,
 // and appendTerm skips what is already on disk.
-func (s *Store) merge() error {
-	tl := s.tail.Load()
+func (x *index) merge() error {
+	s := x.s
+	tl := x.current()
 	live := tl.snapshot()
 	terms := make([]string, 0, len(live))
 	for k := range live {
@@ -67,7 +69,7 @@ func (s *Store) merge() error {
 			return err
 		}
 	}
-	s.tail.Store(newTail(mark, s.opts.TailBudget))
+	x.tail.Store(newTail(mark, s.opts.TailBudget))
 	tl.release()
 	return nil
 }

@@ -305,7 +305,7 @@ var errStaleTail = errors.New("storage: tail changed")
 // view runs fn in a read transaction with the matching tail.
 func (s *Store) view(fn func(v *view) error) error {
 	for {
-		tl := s.tail.Load()
+		tl := s.index.current()
 		err := s.readTx("storage.view", func(tx *bolt.Tx) error {
 			merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
 			if err != nil {

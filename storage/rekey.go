@@ -62,8 +62,8 @@ func RekeyAs(ctx context.Context, path string, opts Options, to *Encryption, bin
 	// Let pending writes settle, and merge the tail now, so that Close has
 	// nothing to write into the replaced file.
 	src.write.close()
-	if src.tail.Load().len() > 0 {
-		if err := src.merge(); err != nil {
+	if src.index.current().len() > 0 {
+		if err := src.index.merge(); err != nil {
 			return memgate.AsError(op, err)
 		}
 	}

@@ -95,9 +95,7 @@ type Store struct {
 	log   *slog.Logger
 	now   func() time.Time
 	write *committer
-	tail  atomic.Pointer[tail]
-
-	mergeAsked atomic.Bool // a merge asked by the tail budget is on its way
+	index index // the tail of the index and its merge
 
 	closeOnce sync.Once
 	closeErr  error
@@ -159,55 +157,14 @@ func Open(path string, opts Options) (*Store, error) {
 		s.closeBolt()
 		return nil, StoreError(op, err)
 	}
-	if err := s.loadTail(); err != nil {
+	s.index.s = s
+	if err := s.index.open(); err != nil {
 		s.closeBolt()
 		return nil, err
 	}
 	s.write = newCommitter(s, log)
-	// A merge that cannot finish (a full disk, a read-only filesystem, any
-	// failure) leaves the store readable: the tail holds every document
-	// above the merged mark and view.list reads postings already merged
-	// once. Writes wait, refused, until a later merge succeeds.
-	if err := s.finishMerge(); err != nil {
-		log.Error("index merge left unfinished could not be finished; writes are refused until it is",
-			"op", op, "error", err)
-		s.write.mergeFailed(err)
-	}
 	opts.TailBudget.join(s)
 	return s, nil
-}
-
-// mergeDue reports whether the tail is to be merged now: it holds
-// MergeEvery documents or MergeBytes, or the tails sharing its budget hold
-// more than the budget and this one more than its share. When they do and
-// this tail is within its share, the largest tail's store is asked to merge.
-func (s *Store) mergeDue() bool {
-	tl := s.tail.Load()
-	n := tl.bytes.Load()
-	if tl.len() >= s.opts.MergeEvery || n >= s.opts.MergeBytes {
-		return true
-	}
-	share, largest, over := s.opts.TailBudget.over()
-	switch {
-	case !over:
-		return false
-	case n > share || largest == s:
-		return n > 0
-	}
-	largest.askMerge()
-	return false
-}
-
-// askMerge has the committer merge the tail if it is due, without a write:
-// the tail budget asks it of a store whose tail holds more than its share.
-func (s *Store) askMerge() {
-	if !s.mergeAsked.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer s.mergeAsked.Store(false)
-		s.write.do(nil)
-	}()
 }
 
 // openFile opens and locks the file at path. A rekey replaces the file
@@ -381,33 +338,13 @@ func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
-// closeMerge is the tail size from which Close merges it. Rebuilding a
-// tail at open costs about 12 µs a document; a merge costs a commit (two
-// fsyncs) once, and a store is opened again far more often than written.
-// closeMergeTerms bounds the merge at close to two slices: a tail of many
-// distinct terms would make a shutdown take seconds per store, so it stays
-// unmerged and the next open rebuilds it from the records instead.
-const (
-	closeMerge      = 16
-	closeMergeTerms = 2 * 2048
-)
-
 // Close waits for pending writes to commit, merges a large index tail so
 // the next open has little to rebuild, and closes the file. It is safe to
 // call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.write.close()
-		tl := s.tail.Load()
-		if tl.len() >= closeMerge && tl.termCount() <= closeMergeTerms &&
-			!s.write.unmerged && !s.damaged.Load() && !s.db.IsReadOnly() {
-			if err := s.merge(); err != nil {
-				// Not lost: the next open rebuilds the tail from the records.
-				s.log.Error("index merge at close failed", "op", "storage.Close", "error", err)
-			}
-		}
-		s.opts.TailBudget.leave(s)
-		s.tail.Load().release()
+		s.index.close()
 		s.closeErr = s.closeBolt()
 	})
 	return s.closeErr
@@ -486,46 +423,4 @@ func cancelled(ctx context.Context) error {
 
 func (s *Store) String() string {
 	return fmt.Sprintf("storage.Store(%s)", filepath.Base(filepath.Dir(s.path)))
-}
-
-// loadTail rebuilds the in-memory tail of the index from the records above
-// the merged mark: the newest documents, at most MergeEvery of them unless
-// the store was closed while a merge was due.
-func (s *Store) loadTail() error {
-	const op = "storage.Open"
-	err := s.readTx(op, func(tx *bolt.Tx) error {
-		merged, err := s.counter(tx.Bucket(bucketMeta), metaMerged)
-		if err != nil {
-			return err
-		}
-		tl := newTail(merged, s.opts.TailBudget)
-		var change tailChange
-		c := tx.Bucket(bucketDocs).Cursor()
-		for k, v := c.Seek(u64(merged + 1)); k != nil; k, v = c.Next() {
-			r, err := s.decodeRecord(k, v)
-			if err != nil {
-				return err
-			}
-			entries, length := s.entries(&r)
-			change.adds = append(change.adds, tailDoc{doc: binary.BigEndian.Uint64(k), entries: entries, length: length})
-		}
-		tl.apply(&change)
-		s.tail.Store(tl)
-		return nil
-	})
-	return memgate.Wrap(op, err)
-}
-
-// finishMerge completes a merge the process did not finish.
-func (s *Store) finishMerge() error {
-	var unfinished bool
-	err := s.readTx("storage.Open", func(tx *bolt.Tx) error {
-		unfinished = tx.Bucket(bucketMeta).Get(metaMerging) != nil
-		return nil
-	})
-	if err == nil && unfinished {
-		s.log.Warn("finishing an index merge the last process left unfinished", "op", "storage.Open")
-		err = s.merge()
-	}
-	return memgate.Wrap("storage.Open", err)
 }

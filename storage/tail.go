@@ -11,7 +11,7 @@ import (
 // its postings to the tail only, touching a handful of pages on disk (the
 // record, its id, its creation key, the counters) instead of one posting
 // chunk per distinct term. When the tail has gathered MergeEvery documents
-// or MergeBytes of memory (or its share of a TailBudget), the committer
+// or MergeBytes of memory (or its share of a TailBudget), the index
 // merges it into the postings bucket (see merge), one chunk append per
 // term, and starts an empty tail. At open, the tail is rebuilt from the
 // records above the merged mark: the most recent documents, at the end of
@@ -269,7 +269,7 @@ func (b *TailBudget) over() (share int64, largest *Store, ok bool) {
 	defer b.mu.Unlock()
 	var most int64 = -1
 	for s := range b.stores {
-		if n := s.tail.Load().bytes.Load(); n > most {
+		if n := s.index.current().bytes.Load(); n > most {
 			most, largest = n, s
 		}
 	}

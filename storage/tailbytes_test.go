@@ -66,7 +66,7 @@ func TestTailBytesCountTermsAndPostings(t *testing.T) {
 	for i := range 50 {
 		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 2000) + " shared words here"})
 	}
-	tl := s.tail.Load()
+	tl := s.index.current()
 	var keys, postings int64
 	tl.mu.RLock()
 	for k, ps := range tl.terms {
@@ -97,7 +97,7 @@ func TestTailBoundedByBytes(t *testing.T) {
 	var peak int64
 	for i := range 60 {
 		put(t, s, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 6000)})
-		peak = max(peak, s.tail.Load().bytes.Load())
+		peak = max(peak, s.index.current().bytes.Load())
 		if peak >= bound {
 			t.Fatalf("after write %d the tail holds %d bytes, bound %d", i, peak, bound)
 		}
@@ -106,7 +106,7 @@ func TestTailBoundedByBytes(t *testing.T) {
 	if merged == 0 {
 		t.Fatal("no merge happened")
 	}
-	if n := s.tail.Load().len(); n >= 60 {
+	if n := s.index.current().len(); n >= 60 {
 		t.Fatalf("tail holds %d documents", n)
 	}
 	// A merge by bytes loses nothing.
@@ -121,13 +121,13 @@ func TestTailBoundedByBytes(t *testing.T) {
 func TestTailBytesBoundIsExact(t *testing.T) {
 	s := openTest(t, func(o *Options) { o.MergeEvery = 1 << 20; o.MergeBytes = 1 << 30 })
 	put(t, s, memgate.Write{ID: "a", Text: bigWords(1, 5000)})
-	n := s.tail.Load().bytes.Load()
+	n := s.index.current().bytes.Load()
 	s.opts.MergeBytes = n + 1
-	if s.mergeDue() {
+	if s.index.due() {
 		t.Fatalf("merge due at %d bytes under a bound of %d", n, n+1)
 	}
 	s.opts.MergeBytes = n
-	if !s.mergeDue() {
+	if !s.index.due() {
 		t.Fatalf("no merge due at %d bytes under a bound of %d", n, n)
 	}
 }
@@ -148,11 +148,11 @@ func TestTailBudgetShared(t *testing.T) {
 	}
 	idle, busy := open("idle"), open("busy")
 	// The idle store takes 3/4 of the budget, more than its half.
-	for i := 0; idle.tail.Load().bytes.Load() < limit*3/4; i++ {
+	for i := 0; idle.index.current().bytes.Load() < limit*3/4; i++ {
 		put(t, idle, memgate.Write{ID: fmt.Sprintf("m%04d", i), Text: bigWords(i, 3000)})
 	}
-	if budget.Used() != idle.tail.Load().bytes.Load() {
-		t.Fatalf("budget used %d, the only tail holds %d", budget.Used(), idle.tail.Load().bytes.Load())
+	if budget.Used() != idle.index.current().bytes.Load() {
+		t.Fatalf("budget used %d, the only tail holds %d", budget.Used(), idle.index.current().bytes.Load())
 	}
 	if mergedMark(t, idle) != 0 {
 		t.Fatal("the idle store merged within the budget")
@@ -172,7 +172,7 @@ func TestTailBudgetShared(t *testing.T) {
 	// The busy store goes on; it merges once it holds more than its share.
 	for i := 200; i < 300; i++ {
 		put(t, busy, memgate.Write{ID: fmt.Sprintf("b%04d", i), Text: bigWords(10000+i, 3000)})
-		if n := busy.tail.Load().bytes.Load(); n > limit {
+		if n := busy.index.current().bytes.Load(); n > limit {
 			t.Fatalf("the busy store's tail holds %d bytes, the whole budget is %d", n, limit)
 		}
 	}

@@ -179,7 +179,7 @@ func (s *Store) txn(tx *bolt.Tx) *txn {
 	t.postings = postingsWriter{b: tx.Bucket(bucketPostings), seal: s.seal}
 	// The tail's base is the merged mark (view and Open check it against
 	// meta's); write transactions and merges run with the current tail.
-	if tl := s.tail.Load(); tl != nil {
+	if tl := s.index.current(); tl != nil {
 		t.merged = tl.base
 	}
 	if tx.Writable() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
-	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -41,7 +41,7 @@ type authFlags struct {
 	OAuthIntrospection    string        `name:"oauth-introspection" placeholder:"URL" help:"RFC 7662 introspection endpoint, on the issuer's origin; memgate authenticates with MEMGATE_OAUTH_INTROSPECTION_TOKEN (environment only)."`
 	OAuthClientID         string        `name:"oauth-client-id" placeholder:"ID" help:"Send MEMGATE_OAUTH_INTROSPECTION_TOKEN as this client's secret (HTTP Basic) instead of as a bearer token."`
 	OAuthCAFile           string        `name:"oauth-ca-file" placeholder:"FILE" help:"PEM certificates: the only ones trusted for the introspection endpoint (a private CA)."`
-	IntrospectionTimeout  time.Duration `name:"introspection-timeout" default:"5s" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
+	IntrospectionTimeout  time.Duration `name:"introspection-timeout" default:"${introspectionTimeout}" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
 	IntrospectionCacheTTL time.Duration `name:"introspection-cache-ttl" default:"0s" placeholder:"DURATION" help:"Keep an active introspection answer this long, never past its exp (0s: ask every time)."`
 
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`
@@ -179,7 +179,7 @@ func (f *authFlags) validate(c *Config, bad badFunc) {
 
 // authSetup is how serve --transport http authenticates its callers.
 type authSetup struct {
-	Auth       server.Authenticator    // nil: no authentication
+	Auth       gateway.Authenticator   // nil: no authentication
 	Routes     map[string]http.Handler // served without authentication (metadata), by path
 	Mode       string                  // "none", "static", "jwt" or "oauth"
 	WriteScope string                  // the scope remember and forget need; "" when Auth is nil
@@ -277,7 +277,7 @@ func (a *app) authenticator() (*authSetup, error) {
 // subjectNamespaces gives a principal whose token names no namespace the
 // one derived from its subject (--namespace-from-subject), as its own and
 // only namespace, as if its token had named it.
-type subjectNamespaces struct{ next server.Authenticator }
+type subjectNamespaces struct{ next gateway.Authenticator }
 
 func (s subjectNamespaces) Authenticate(r *http.Request) (*memgate.Principal, time.Time, error) {
 	p, exp, err := s.next.Authenticate(r)

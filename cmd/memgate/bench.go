@@ -60,6 +60,19 @@ func (f *benchFlags) addTools(m *mcp.Server) {
 		InputSchema: json.RawMessage(`{"type":"object"}`)}, noop)
 }
 
+// withTools returns newMCP, or, with --noop, newMCP with addTools after it:
+// how the HTTP gateway makes each of its SDK servers.
+func (f *benchFlags) withTools(newMCP func() *mcp.Server) func() *mcp.Server {
+	if !f.Noop {
+		return newMCP
+	}
+	return func() *mcp.Server {
+		m := newMCP()
+		f.addTools(m)
+		return m
+	}
+}
+
 var emptyObject = json.RawMessage(`{}`)
 
 func noop(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

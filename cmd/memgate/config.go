@@ -16,6 +16,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
@@ -323,22 +324,24 @@ func flagDefaults() kong.Vars {
 		"writeMode":         server.WriteFull,
 		"onConflict":        storage.ImportSkip,
 
-		"path":              server.DefaultPath,
-		"maxConnections":    itoa(server.DefaultMaxConnections),
-		"maxInflight":       itoa(server.DefaultMaxInflight),
-		"maxStreams":        itoa(server.DefaultMaxStreams),
-		"maxSessions":       itoa(server.DefaultMaxSessions),
-		"sessionIdle":       durationText(server.DefaultSessionIdle),
-		"maxRequestBytes":   itoa(server.DefaultMaxRequestBytes),
-		"readHeaderTimeout": durationText(server.DefaultReadHeaderTimeout),
-		"idleTimeout":       durationText(server.DefaultIdleTimeout),
-		"requestTimeout":    durationText(server.DefaultRequestTimeout),
-		"connLifetime":      durationText(server.DefaultConnLifetime),
-		"shutdownGrace":     durationText(server.DefaultShutdownGrace),
+		"path":              gateway.DefaultPath,
+		"maxConnections":    itoa(gateway.DefaultMaxConnections),
+		"maxInflight":       itoa(gateway.DefaultMaxInflight),
+		"maxStreams":        itoa(gateway.DefaultMaxStreams),
+		"maxSessions":       itoa(gateway.DefaultMaxSessions),
+		"sessionIdle":       durationText(gateway.DefaultSessionIdle),
+		"maxRequestBytes":   itoa(gateway.DefaultMaxRequestBytes),
+		"readHeaderTimeout": durationText(gateway.DefaultReadHeaderTimeout),
+		"idleTimeout":       durationText(gateway.DefaultIdleTimeout),
+		"requestTimeout":    durationText(gateway.DefaultRequestTimeout),
+		"connLifetime":      durationText(gateway.DefaultConnLifetime),
+		"shutdownGrace":     durationText(gateway.DefaultShutdownGrace),
 
 		"jwksRefresh":    durationText(auth.DefaultJWKSRefresh),
 		"clockSkew":      durationText(auth.DefaultClockSkew),
 		"namespaceClaim": auth.DefaultNamespaceClaim,
+
+		"introspectionTimeout": durationText(auth.DefaultTimeout),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/auth"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -278,18 +279,18 @@ func TestFlagDefaultsAreThePackages(t *testing.T) {
 		{"max-memory-bytes", c.MaxMemoryBytes, memgate.DefaultMaxTextBytes},
 		{"max-response-bytes", c.MaxResponseBytes, memgate.DefaultMaxResponseBytes},
 		{"write-mode", c.WriteMode, server.WriteFull},
-		{"path", h.Path, server.DefaultPath},
-		{"max-connections", h.MaxConnections, server.DefaultMaxConnections},
-		{"max-inflight", h.MaxInflight, server.DefaultMaxInflight},
-		{"max-streams", h.MaxStreams, server.DefaultMaxStreams},
-		{"max-sessions", h.MaxSessions, server.DefaultMaxSessions},
-		{"session-idle", h.SessionIdle, server.DefaultSessionIdle},
-		{"max-request-bytes", h.MaxRequestBytes, int64(server.DefaultMaxRequestBytes)},
-		{"read-header-timeout", h.ReadHeaderTimeout, server.DefaultReadHeaderTimeout},
-		{"idle-timeout", h.IdleTimeout, server.DefaultIdleTimeout},
-		{"request-timeout", h.RequestTimeout, server.DefaultRequestTimeout},
-		{"conn-lifetime", h.ConnLifetime, server.DefaultConnLifetime},
-		{"shutdown-grace", h.ShutdownGrace, server.DefaultShutdownGrace},
+		{"path", h.Path, gateway.DefaultPath},
+		{"max-connections", h.MaxConnections, gateway.DefaultMaxConnections},
+		{"max-inflight", h.MaxInflight, gateway.DefaultMaxInflight},
+		{"max-streams", h.MaxStreams, gateway.DefaultMaxStreams},
+		{"max-sessions", h.MaxSessions, gateway.DefaultMaxSessions},
+		{"session-idle", h.SessionIdle, gateway.DefaultSessionIdle},
+		{"max-request-bytes", h.MaxRequestBytes, int64(gateway.DefaultMaxRequestBytes)},
+		{"read-header-timeout", h.ReadHeaderTimeout, gateway.DefaultReadHeaderTimeout},
+		{"idle-timeout", h.IdleTimeout, gateway.DefaultIdleTimeout},
+		{"request-timeout", h.RequestTimeout, gateway.DefaultRequestTimeout},
+		{"conn-lifetime", h.ConnLifetime, gateway.DefaultConnLifetime},
+		{"shutdown-grace", h.ShutdownGrace, gateway.DefaultShutdownGrace},
 		{"jwt-jwks-refresh", a.JWTJWKSRefresh, auth.DefaultJWKSRefresh},
 		{"clock-skew", a.ClockSkew, auth.DefaultClockSkew},
 		{"namespace-claim", a.NamespaceClaim, auth.DefaultNamespaceClaim},

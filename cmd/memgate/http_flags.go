@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/server/gateway"
 )
 
 // httpFlags configure serve --transport http.
@@ -35,7 +35,7 @@ func (f *httpFlags) validate(bad badFunc) {
 	if _, _, err := net.SplitHostPort(f.Bind); err != nil {
 		bad("bind", "must be HOST:PORT, such as 127.0.0.1:8765")
 	}
-	if err := server.CheckPath(f.Path); err != nil {
+	if err := gateway.CheckPath(f.Path); err != nil {
 		bad("path", "%s", err.Error())
 	}
 	for _, o := range f.AllowOrigin {
@@ -89,8 +89,8 @@ func loopbackBind(bind string) bool {
 }
 
 // gatewayOptions are the gateway's options of the configuration.
-func (f *httpFlags) gatewayOptions() server.GatewayOptions {
-	return server.GatewayOptions{
+func (f *httpFlags) gatewayOptions() gateway.Options {
+	return gateway.Options{
 		Path: f.Path, AllowHosts: f.AllowHost, AllowOrigins: f.AllowOrigin,
 		MaxConnections: f.MaxConnections, MaxInflight: f.MaxInflight, MaxStreams: f.MaxStreams,
 		MaxSessions: f.MaxSessions, SessionIdle: f.SessionIdle, MaxRequestBytes: f.MaxRequestBytes,

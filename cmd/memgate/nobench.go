@@ -16,3 +16,5 @@ type benchFlags struct{}
 func (*benchFlags) addTools(*mcp.Server)           {}
 func (*benchFlags) storeOptions(*storage.Options)  {}
 func (*benchFlags) startProfiles() (func(), error) { return func() {}, nil }
+
+func (*benchFlags) withTools(newMCP func() *mcp.Server) func() *mcp.Server { return newMCP }

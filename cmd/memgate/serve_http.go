@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -41,8 +42,8 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
 	opts.Ready, opts.Metrics = a.storesReady, a.metrics
-	opts.Configure = a.cfg.addTools
-	gw, err := srv.NewGateway(opts)
+	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
+	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
 	if err != nil {
 		return usageError{err}
 	}

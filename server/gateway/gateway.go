@@ -1,4 +1,16 @@
-package server
+// Package gateway serves memgate's MCP servers over streamable HTTP: echo in
+// front of the SDK's streamable handlers, with admission caps (connections,
+// requests in flight, streams, sessions), Host and Origin checks, header and
+// body bounds, authentication of every request, the four protocol revisions
+// on one path, health, readiness and metrics, and a graceful shutdown. See
+// docs/HTTP.md.
+//
+// It uses the MCP surface only to build servers: New takes a function that
+// makes an *mcp.Server (server.Server.NewMCP), as the SDK's own streamable
+// handler does. It declares the Authenticator it consumes; cmd/memgate wires
+// package auth in. It imports memgate, server (the principal a request
+// carries) and server/message, never storage, tenants or auth.
+package gateway
 
 import (
 	"context"
@@ -17,9 +29,11 @@ import (
 	"github.com/labstack/echo/v4"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
 )
 
-// Defaults of GatewayOptions.
+// Defaults of Options.
 const (
 	DefaultPath              = "/mcp"
 	DefaultMaxConnections    = 1024
@@ -46,8 +60,8 @@ const (
 // request that names it, or a later one, goes to the stateless handler.
 const RevisionStateless = "2026-07-28"
 
-// GatewayOptions configure the HTTP gateway. A zero field takes its default.
-type GatewayOptions struct {
+// Options configure the HTTP gateway. A zero field takes its default.
+type Options struct {
 	// Path is where MCP is served (DefaultPath).
 	Path string
 	// AllowHosts are the Host values accepted besides loopback names: a
@@ -72,8 +86,9 @@ type GatewayOptions struct {
 	// MaxRequestBytes bounds a request body (413 beyond it).
 	MaxRequestBytes int64
 	// MaxResponseBytes bounds the answers of one JSON-RPC batch together; a
-	// batch whose answers pass it is refused. 0 means the Server's own
-	// bound of one answer (Options.MaxResponseBytes, --max-response-bytes).
+	// batch whose answers pass it is refused. Give the bound of one answer
+	// the servers have (server.Options.MaxResponseBytes,
+	// --max-response-bytes); 0 means memgate.DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 
 	// ReadHeaderTimeout bounds the time to read a request's header: the
@@ -104,11 +119,6 @@ type GatewayOptions struct {
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
 	Ready func(context.Context) error
-	// Configure, when set, is applied to each SDK server the gateway builds
-	// (one for sessions, one for the stateless revision), after memgate's
-	// tools, resources and prompts are added: benchmarks register a trivial
-	// tool with it, as a ceiling behind the same gateway.
-	Configure func(*mcp.Server)
 	// Logger receives one line per refused request (status and reason,
 	// never a header's value); nil discards them.
 	Logger *slog.Logger
@@ -118,7 +128,7 @@ type GatewayOptions struct {
 // Origin checks, body and header bounds, authentication, and the four
 // protocol revisions on one path. See docs/HTTP.md.
 type Gateway struct {
-	opts      GatewayOptions
+	opts      Options
 	log       *slog.Logger
 	echo      *echo.Echo
 	handler   http.Handler // echo, instrumented
@@ -145,24 +155,27 @@ type Gateway struct {
 	routes       map[string]bool // the paths registered, for metric labels
 }
 
-// NewGateway returns the gateway of s configured by opts.
-func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
+// New returns a gateway configured by opts that serves the MCP servers
+// newServer makes: one for the sessions of the 2025 revisions, one for the
+// stateless revision, as the SDK's streamable handler takes a function that
+// gives it a server. (server.Server.NewMCP makes memgate's.)
+func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	if opts.MaxResponseBytes <= 0 {
-		opts.MaxResponseBytes = int64(s.maxReply)
+		opts.MaxResponseBytes = memgate.DefaultMaxResponseBytes
 	}
 	if err := CheckPath(opts.Path); err != nil {
-		return nil, fmt.Errorf("server: gateway path: %w", err)
+		return nil, fmt.Errorf("gateway: path: %w", err)
 	}
 	for path := range opts.Routes {
 		if !strings.HasPrefix(path, wellKnown) || !literalPath(path) {
-			return nil, fmt.Errorf("server: an extra route must be a literal path under %s", wellKnown)
+			return nil, fmt.Errorf("gateway: an extra route must be a literal path under %s", wellKnown)
 		}
 	}
-	g := &Gateway{opts: opts, log: s.log, stateful: s.newMCP(),
+	g := &Gateway{opts: opts, log: opts.Logger, stateful: newServer(),
 		allowHosts: map[string]bool{}, allowOrigins: map[string]bool{}}
-	if opts.Logger != nil {
-		g.log = opts.Logger
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
 	}
 	for _, h := range opts.AllowHosts {
 		g.allowHosts[strings.ToLower(h)] = true
@@ -172,7 +185,7 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
 	if err := g.newMetrics(); err != nil {
-		return nil, fmt.Errorf("server: gateway metrics: %w", err)
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 
 	// The gateway checks Host and Origin itself, on every bind address (the
@@ -181,13 +194,9 @@ func (s *Server) NewGateway(opts GatewayOptions) (*Gateway, error) {
 	g.sessions = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.stateful },
 		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: opts.SessionIdle,
 			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
-	stateless := s.newMCP()
+	stateless := newServer()
 	g.stateful.AddReceivingMiddleware(g.bindWork)
 	stateless.AddReceivingMiddleware(g.bindWork)
-	if opts.Configure != nil {
-		opts.Configure(g.stateful)
-		opts.Configure(stateless)
-	}
 	g.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stateless },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true,
 			MaxRequestBodyBytes: opts.MaxRequestBytes, DisableLocalhostProtection: true})
@@ -265,7 +274,7 @@ func literalPath(path string) bool {
 	return true
 }
 
-func (o GatewayOptions) withDefaults() GatewayOptions {
+func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d

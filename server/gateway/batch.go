@@ -1,4 +1,4 @@
-package server
+package gateway
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/memgate/memgate/server/message"
 )
 
 // revisionBatches is the last revision with JSON-RPC batches; the SDK
@@ -35,7 +37,7 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if trimmed[0] != '[' {
-			if refusal, _ := checkMessage(trimmed); refusal != nil {
+			if refusal, _ := message.Check(trimmed); refusal != nil {
 				return g.refuseMessage(c, refusal)
 			}
 			return next(c)
@@ -43,7 +45,7 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != revisionBatches {
 			return next(c) // the SDK refuses batches past 2025-03-26
 		}
-		msgs, err := splitBatch(trimmed)
+		msgs, err := message.SplitBatch(trimmed)
 		if err != nil {
 			return g.refuseMessage(c, &jsonrpc.Response{Error: err})
 		}
@@ -69,7 +71,7 @@ func (g *Gateway) refuseMessage(c echo.Context, refusal *jsonrpc.Response) error
 	}
 	g.log.Debug("http refused", "op", "http.admit", "status", status, "reason", reason)
 	g.refused(c.Request().Context(), "malformed message")
-	return c.JSONBlob(status, encodeResponse(refusal))
+	return c.JSONBlob(status, message.Encode(refusal))
 }
 
 // serveBatch serves a batch one message at a time through the session
@@ -94,7 +96,7 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 		json.Unmarshal(msgs[i], &m) // splitBatch checked every message
 		if len(m.ID) > 0 && string(m.ID) != "null" {
 			ids[i] = m.ID
-			room[i] = int64(len(batchError(m.ID, errBatchNotRun))) + 1
+			room[i] = int64(len(message.BatchError(m.ID, message.ErrBatchNotRun))) + 1
 		}
 		room[i] += room[i+1]
 	}
@@ -118,10 +120,10 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 		g.sessions.ServeHTTP(part, sub)
 		switch {
 		case part.over:
-			add(batchError(ids[i], errBatchRan)) // a call: only answers pass the bound
+			add(message.BatchError(ids[i], message.ErrBatchRan)) // a call: only answers pass the bound
 			for j := i + 1; j < len(msgs); j++ {
 				if ids[j] != nil {
-					add(batchError(ids[j], errBatchNotRun))
+					add(message.BatchError(ids[j], message.ErrBatchNotRun))
 				}
 			}
 			out.WriteByte(']')
@@ -144,26 +146,6 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 	}
 	out.WriteByte(']')
 	return c.JSONBlob(http.StatusOK, out.Bytes())
-}
-
-// The errors of the calls of a batch whose answers pass the response
-// bound: the one whose answer did not fit, which ran, and those after it,
-// which did not. (Implementation-defined server errors, -32000.)
-var (
-	errBatchRan = &jsonrpc.Error{Code: -32000,
-		Message: "the answer passes the response bound of its batch; the call ran, send it alone to see its answer"}
-	errBatchNotRun = &jsonrpc.Error{Code: -32000,
-		Message: "not run: the answers of its batch passed the response bound; send it again in a smaller batch"}
-)
-
-// batchError is the error answer to the call of a batch with id.
-func batchError(id json.RawMessage, e *jsonrpc.Error) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *jsonrpc.Error  `json:"error"`
-	}{"2.0", id, e})
-	return b
 }
 
 var errPartTooLarge = errors.New("server: a batch's answers pass the response bound")

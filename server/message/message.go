@@ -1,4 +1,9 @@
-package server
+// Package message checks JSON-RPC messages before the MCP SDK reads them,
+// the same way for stdio (package server) and HTTP (package gateway): what
+// the SDK would silently change or drop is refused with an answer. It also
+// holds the errors of a JSON-RPC batch whose answers pass the response
+// bound, which both transports send.
+package message
 
 import (
 	"bytes"
@@ -30,13 +35,14 @@ import (
 //
 // Refusals are fixed messages: none repeats what was sent.
 
-// rpcMembers are the members of a JSON-RPC 2.0 message.
-var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+// Members are the members of a JSON-RPC 2.0 message.
+var Members = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 // maxExactID is the largest integer id a float64 holds exactly (2^53).
 const maxExactID = 1 << 53
 
 var (
+	errNotJSON        = &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: a message is not JSON"}
 	errInvalidMessage = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: not a JSON-RPC 2.0 message"}
 	errInvalidID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
@@ -50,14 +56,26 @@ var (
 		Message: "invalid params: the params do not have this method's fields and types, each once"}
 )
 
-// checkMessage returns the error response to one JSON-RPC message that
+// Refused reports whether e is one of the fixed refusals of Check,
+// SplitBatch and CheckBatch: a fixed message and no data, so that no
+// refusal repeats what was sent.
+func Refused(e *jsonrpc.Error) bool {
+	for _, f := range []*jsonrpc.Error{errNotJSON, errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams,
+		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
+		if e != nil && e.Code == f.Code && e.Message == f.Message && e.Data == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns the error response to one JSON-RPC message that
 // memgate refuses before the SDK sees it (nil to pass it on), and whether
 // the message is a call, which the SDK will answer.
-func checkMessage(msg []byte) (*jsonrpc.Response, bool) {
+func Check(msg []byte) (*jsonrpc.Response, bool) {
 	members, err := memgate.StrictObject(msg, nil)
 	if errors.Is(err, memgate.ErrJSONSyntax) {
-		return &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeParseError,
-			Message: "parse error: a message is not JSON"}}, false
+		return &jsonrpc.Response{Error: errNotJSON}, false
 	}
 	if err != nil {
 		return &jsonrpc.Response{Error: errInvalidMessage}, false
@@ -70,7 +88,7 @@ func checkMessage(msg []byte) (*jsonrpc.Response, bool) {
 		return &jsonrpc.Response{Error: errInvalidID}, false
 	}
 	for key := range members {
-		for _, m := range rpcMembers {
+		for _, m := range Members {
 			if key != m && strings.EqualFold(key, m) {
 				return refuse(errInvalidMessage)
 			}
@@ -141,7 +159,7 @@ var needsParams = map[string]func() any{
 	"prompts/get":    func() any { return new(mcp.GetPromptParams) },
 }
 
-// paramsFit reports whether params decode into v (checkMessage has already
+// paramsFit reports whether params decode into v (Check has already
 // refused a key given twice). The SDK's own decoding error would repeat the
 // params, memory text and all.
 func paramsFit(params json.RawMessage, v any) bool {
@@ -153,8 +171,8 @@ func paramsObject(p json.RawMessage) bool {
 	return len(p) > 0 && p[0] == '{'
 }
 
-// encodeResponse is the JSON of a refusal checkMessage made.
-func encodeResponse(r *jsonrpc.Response) []byte {
+// Encode is the JSON of a refusal Check made.
+func Encode(r *jsonrpc.Response) []byte {
 	b, err := jsonrpc.EncodeMessage(r)
 	if err != nil {
 		// A response of a fixed message and a checked id always encodes.
@@ -177,10 +195,10 @@ var (
 		Message: "parse error: a batch is not JSON"}
 )
 
-// splitBatch returns the messages of a batch, or the error that refuses the
+// SplitBatch returns the messages of a batch, or the error that refuses the
 // batch whole: not JSON, empty, longer than MaxBatch, or holding a message
-// checkMessage refuses.
-func splitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
+// Check refuses.
+func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 	if err := memgate.CheckUniqueKeys(body); errors.Is(err, memgate.ErrJSONSyntax) {
 		return nil, errBatchSyntax
 	}
@@ -195,15 +213,35 @@ func splitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 		return nil, errBatchTooLong
 	}
 	for _, m := range msgs {
-		if refusal, _ := checkMessage(m); refusal != nil {
+		if refusal, _ := Check(m); refusal != nil {
 			return nil, errBatchMessage
 		}
 	}
 	return msgs, nil
 }
 
-// checkBatch is splitBatch's verdict alone.
-func checkBatch(body []byte) *jsonrpc.Error {
-	_, err := splitBatch(body)
+// CheckBatch is SplitBatch's verdict alone.
+func CheckBatch(body []byte) *jsonrpc.Error {
+	_, err := SplitBatch(body)
 	return err
+}
+
+// The errors of the calls of a batch whose answers pass the response
+// bound: the one whose answer did not fit, which ran, and those after it,
+// which did not. (Implementation-defined server errors, -32000.)
+var (
+	ErrBatchRan = &jsonrpc.Error{Code: -32000,
+		Message: "the answer passes the response bound of its batch; the call ran, send it alone to see its answer"}
+	ErrBatchNotRun = &jsonrpc.Error{Code: -32000,
+		Message: "not run: the answers of its batch passed the response bound; send it again in a smaller batch"}
+)
+
+// BatchError is the error answer to the call of a batch with id.
+func BatchError(id json.RawMessage, e *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *jsonrpc.Error  `json:"error"`
+	}{"2.0", id, e})
+	return b
 }

@@ -1,4 +1,4 @@
-package server
+package gateway
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
+
+	"github.com/memgate/memgate/server"
 )
 
 // The gateway's middleware, in the order a request meets it: the connection
@@ -332,7 +334,7 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return g.refuse(c, status, http.StatusText(status))
 		}
-		ctx := context.WithValue(r.Context(), tokenInfoKey{}, NewTokenInfo(p, expires))
+		ctx := context.WithValue(r.Context(), tokenInfoKey{}, server.NewTokenInfo(p, expires))
 		c.SetRequest(r.WithContext(ctx))
 		return next(c)
 	}
