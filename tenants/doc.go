@@ -10,6 +10,10 @@
 // with too_many_stores. Opening and closing never hold the lock that guards
 // the map.
 //
+// It owns the data folder's layout, <data-dir>/stores/<namespace>/memgate.db:
+// StoresDir, StoreDir and StoreFile are its one spelling, which the pool,
+// cmd/memgate (rekey, readiness) and the benchmarks call.
+//
 // This package knows namespaces as a policy and stores as files; it must
 // never import server, auth or cmd, and knows nothing of MCP or HTTP.
 package tenants
