@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +32,23 @@ const (
 
 // addPrompts offers each prompt when the tool it relies on is enabled.
 func (s *Server) addPrompts(m *mcp.Server) {
+	for _, p := range s.prompts() {
+		m.AddPrompt(p.prompt, p.handler)
+	}
+}
+
+// offeredPrompt is a prompt with its handler.
+type offeredPrompt struct {
+	prompt  *mcp.Prompt
+	handler mcp.PromptHandler
+}
+
+// prompts returns the prompts s offers: each when the tool it relies on is
+// enabled.
+func (s *Server) prompts() []offeredPrompt {
+	var out []offeredPrompt
 	if s.enabled[ToolSearch] {
-		m.AddPrompt(&mcp.Prompt{
+		out = append(out, offeredPrompt{&mcp.Prompt{
 			Name: PromptRecallContext, Title: "Recall context",
 			Description: "Search memgate for a topic and put the memories found into the conversation.",
 			Arguments: []*mcp.PromptArgument{
@@ -40,26 +56,47 @@ func (s *Server) addPrompts(m *mcp.Server) {
 				{Name: "limit", Description: fmt.Sprintf("Most memories to include, 1 to %d (default %d).",
 					memgate.MaxSearchLimit, defaultRecallLimit)},
 			},
-		}, s.prompt(PromptRecallContext, s.recallContext))
+		}, s.prompt(PromptRecallContext, s.recallContext)})
 	}
 	if s.enabled[ToolRemember] {
-		m.AddPrompt(&mcp.Prompt{
+		out = append(out, offeredPrompt{&mcp.Prompt{
 			Name: PromptSaveMemory, Title: "Save a memory",
 			Description: "Ask the model to store some content with the remember tool, with a good title and tags.",
 			Arguments: []*mcp.PromptArgument{
 				{Name: "content", Description: "What to remember.", Required: true},
 			},
-		}, s.prompt(PromptSaveMemory, s.saveMemory))
+		}, s.prompt(PromptSaveMemory, s.saveMemory)})
 	}
 	if s.enabled[ToolList] {
-		m.AddPrompt(&mcp.Prompt{
+		out = append(out, offeredPrompt{&mcp.Prompt{
 			Name: PromptReviewMemories, Title: "Review memories",
 			Description: "List memories for the model to merge duplicates, fix what is wrong and forget what is stale.",
 			Arguments: []*mcp.PromptArgument{
 				{Name: "tag", Description: "Review only memories with this tag."},
 			},
-		}, s.prompt(PromptReviewMemories, s.reviewMemories))
+		}, s.prompt(PromptReviewMemories, s.reviewMemories)})
 	}
+	return out
+}
+
+// GetPrompt builds prompt name from its arguments exactly as prompts/get
+// would, without a session: the same checks, bounds and errors. A prompt
+// that is not offered is a -32602 *jsonrpc.Error. A principal, if any,
+// comes from ctx. It measures a prompt's own cost, as Call does a tool's.
+func (s *Server) GetPrompt(ctx context.Context, name string, arguments map[string]string) (*mcp.GetPromptResult, error) {
+	i := slices.IndexFunc(s.prompts(), func(p offeredPrompt) bool { return p.prompt.Name == name })
+	if i < 0 {
+		return nil, invalidParams("unknown prompt")
+	}
+	h := s.prompts()[i].handler
+	req := &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: name, Arguments: arguments}}
+	res, err := s.recovering(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+		return h(ctx, req.(*mcp.GetPromptRequest))
+	})(ctx, "prompts/get", req)
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcp.GetPromptResult), nil
 }
 
 // promptFunc builds one prompt from its checked arguments.

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate/server"
@@ -80,5 +82,36 @@ func TestPromptsFollowTheTools(t *testing.T) {
 	}
 	if got := promptText(t, res); !strings.Contains(got, "no memories") {
 		t.Fatalf("review of an empty store: %s", got)
+	}
+}
+
+// GetPrompt answers as prompts/get does over a session, and refuses a
+// prompt that is not offered as the SDK does.
+func TestGetPromptIsPromptsGet(t *testing.T) {
+	e := newEnv(t, server.Options{DisabledTools: []string{"list"}})
+	e.ok("remember", `{"id":"tea","text":"Ana drinks green tea without sugar.","tags":["ana"]}`)
+	for _, args := range []map[string]string{{"topic": "tea"}, {"topic": "volcanoes"}, {"topic": "tea", "limit": "1"}} {
+		want, err := e.cs.GetPrompt(e.ctx, &mcp.GetPromptParams{Name: "recall-context", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.srv.GetPrompt(e.ctx, "recall-context", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The session adds its own _meta (serverInfo) and resultType.
+		if got.Description != want.Description || mustJSON(t, got.Messages) != mustJSON(t, want.Messages) {
+			t.Fatalf("GetPrompt %v:\n%s\nprompts/get:\n%s", args, mustJSON(t, got), mustJSON(t, want))
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args map[string]string
+	}{{"review-memories", nil}, {"no-such-prompt", nil}, {"recall-context", map[string]string{"topic": "x", "limit": "0"}}} {
+		_, err := e.srv.GetPrompt(e.ctx, c.name, c.args)
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) || rpc.Code != -32602 {
+			t.Fatalf("GetPrompt %s %v: %v, want -32602", c.name, c.args, err)
+		}
 	}
 }

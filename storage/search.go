@@ -13,9 +13,14 @@ import (
 	"github.com/memgate/memgate/search"
 )
 
-// maxQueryTerms bounds the distinct terms of a query that are ranked; the
-// rest are ignored, so a huge query costs no more than a long one.
-const maxQueryTerms = 64
+// maxQueryTerms bounds the distinct terms of a query that are ranked, and
+// maxQueryBytes the part of it that is analysed to find them; the rest is
+// ignored, so a huge query costs no more than a long one, even one that
+// repeats a few words 64 KiB long.
+const (
+	maxQueryTerms = 64
+	maxQueryBytes = 16 << 10
+)
 
 // Search ranks memories against q: BM25 over title and text for the query's
 // words, narrowed by tags and the metadata filter. Without words, the
@@ -102,15 +107,15 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 }
 
 // queryTerms analyses a query like a document and keeps its first
-// maxQueryTerms distinct terms. It analyses the text a piece at a time
-// (pieces end at white space, where no word spans) and stops once it has
-// them, so a long query (a 64 KiB topic) costs its first words, not its
-// length.
+// maxQueryTerms distinct terms within its first maxQueryBytes (and the word
+// that crosses that mark). It analyses the text a piece at a time (pieces
+// end at white space, where no word spans) and stops once it has them, so a
+// long query (a 64 KiB topic) costs its first words, not its length.
 func queryTerms(text string) []string {
 	const piece = 1024
 	out := make([]string, 0, maxQueryTerms)
 	var buf []string
-	for text != "" && len(out) < maxQueryTerms {
+	for read := 0; text != "" && len(out) < maxQueryTerms && read < maxQueryBytes; {
 		n := len(text)
 		if n > piece {
 			if i := strings.IndexAny(text[piece:], " \t\r\n"); i >= 0 {
@@ -118,7 +123,7 @@ func queryTerms(text string) []string {
 			}
 		}
 		buf = search.AppendTerms(buf[:0], text[:n])
-		text = text[n:]
+		text, read = text[n:], read+n
 		for _, t := range buf {
 			if len(out) == maxQueryTerms {
 				break

@@ -518,3 +518,17 @@ func TestQueryTermsAreTheFirstDistinct(t *testing.T) {
 		t.Fatalf("short query: %v", got)
 	}
 }
+
+// A query is analysed up to maxQueryBytes: a text that repeats a few words
+// past that mark costs that much, and a word that first comes after it is
+// not a term.
+func TestQueryTermsWithinTheirBytes(t *testing.T) {
+	within := strings.Repeat("alpha ", (maxQueryBytes-1024)/6) + "omega"
+	if got := queryTerms(within); !slices.Equal(got, search.Terms("alpha omega")) {
+		t.Fatalf("a new word before the bound: %v", got)
+	}
+	past := strings.Repeat("alpha ", maxQueryBytes/6+1024) + "omega"
+	if got := queryTerms(past); !slices.Equal(got, search.Terms("alpha")) {
+		t.Fatalf("a new word after the bound: %v", got)
+	}
+}

@@ -5,7 +5,8 @@
 // "tagged" (the same text, every memory with the same 30 team tags and one
 // of two others, as a team convention produces). Each call runs -repeat
 // times through the server's tool handlers (Server.Call: the same parsing,
-// limits and envelope as tools/call) and reports the process CPU time per
+// limits and envelope as tools/call; the recall-context prompt through
+// Server.GetPrompt, as prompts/get) and reports the process CPU time per
 // call (getrusage), p50 and p99, next to the CPU of encoding its answer.
 // Then one tenant's search latency, alone and while another tenant sends the
 // costliest search in a loop.
@@ -190,11 +191,11 @@ func run(c config) error {
 	if err := loadBig(ctx, pool, prose64k, c.repeat+1); err != nil {
 		return err
 	}
-	prompt, closePrompt, err := promptClient(ctx, srv)
-	if err != nil {
-		return err
+	// The prompt runs through its handler, as the tools run through Call:
+	// the same checks, bounds and answer, without a client in the process.
+	prompt := func(ctx context.Context, topic string) (any, error) {
+		return srv.GetPrompt(ctx, server.PromptRecallContext, map[string]string{"topic": topic})
 	}
-	defer closePrompt()
 
 	only, err := regexp.Compile(c.only)
 	if err != nil {
@@ -436,25 +437,4 @@ func firstID(ctx context.Context, srv *server.Server) string {
 		return "m0"
 	}
 	return page.Memories[0].ID
-}
-
-// promptClient connects an SDK client to the server over the in-memory
-// transport and returns a function that gets recall-context for a topic.
-// Its CPU includes the client's side of the exchange.
-func promptClient(ctx context.Context, srv *server.Server) (func(context.Context, string) (any, error), func(), error) {
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.MCP().Connect(ctx, st, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	get := func(ctx context.Context, topic string) (any, error) {
-		return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: server.PromptRecallContext,
-			Arguments: map[string]string{"topic": topic}})
-	}
-	return get, func() { cs.Close(); ss.Close() }, nil
 }
