@@ -171,21 +171,32 @@ func rawResult(js []byte) *mcp.CallToolResult {
 	}
 }
 
-// fitHits keeps the hits of r that fit in budget, the first always, and
-// says in the receipt when it left some out. The receipt counts against
-// the budget: it may list the namespaces searched.
-func fitHits(r memgate.Result, budget int) memgate.Result {
+// hitsResult is the result of search: the hits of r that fit in budget,
+// the first always, each encoded once as it is taken, and the receipt, which
+// says when some were left out. The receipt counts against the budget: it
+// may list the namespaces searched.
+func hitsResult(r memgate.Result, budget int) *mcp.CallToolResult {
 	receipt := r.Receipt
 	receipt.Truncated = true
 	it := newItems(budget - wireCost(marshal(receipt)))
 	for i, h := range r.Hits {
 		if !it.take(i, h) {
-			r.Hits = r.Hits[:i]
 			r.Receipt.Truncated = true
 			break
 		}
 	}
-	return r
+	var b bytes.Buffer
+	size := 256
+	for _, e := range it.enc {
+		size += len(e) + 1
+	}
+	b.Grow(size)
+	b.WriteString(`{"hits":`)
+	it.array(&b)
+	b.WriteString(`,"receipt":`)
+	b.Write(marshal(r.Receipt))
+	b.WriteByte('}')
+	return rawResult(b.Bytes())
 }
 
 // promptCost is what memory m costs embedded in a prompt: its text once, as

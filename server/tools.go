@@ -424,7 +424,7 @@ func (s *Server) search(q memgate.Query) (op, error) {
 			hits[i] = h
 		}
 		r.Hits = hits
-		return successResult(fitHits(r, s.itemBudget())), nil
+		return hitsResult(r, s.itemBudget()), nil
 	}, nil
 }
 

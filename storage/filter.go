@@ -127,6 +127,9 @@ func (it *postingIter) header(k, val []byte) (plain []byte, first, last uint64, 
 
 // load decodes the opened chunk named by k as the current one.
 func (it *postingIter) load(k, plain []byte) error {
+	if it.chunk == nil {
+		it.chunk = it.v.chunkBuf()
+	}
 	ps, ok := appendChunk(it.chunk[:0], it.first(k), plain)
 	if !ok || len(ps) == 0 {
 		return errBadRecord

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -296,6 +297,26 @@ type view struct {
 	seq      uint64 // the docs sequence of this snapshot
 	postings *bolt.Bucket
 	seal     sealer
+	bufs     []*[]posting // the iterators' chunk buffers, back to chunkPool at the end
+}
+
+// chunkPool holds buffers of one decoded chunk: a search walks a hundred
+// lists or more, each with a chunk decoded at a time.
+var chunkPool = sync.Pool{New: func() any { b := make([]posting, 0, chunkSize); return &b }}
+
+// chunkBuf returns a buffer for an iterator of v's, valid until v ends.
+func (v *view) chunkBuf() []posting {
+	b := chunkPool.Get().(*[]posting)
+	v.bufs = append(v.bufs, b)
+	return (*b)[:0]
+}
+
+// done gives v's buffers back.
+func (v *view) done() {
+	for _, b := range v.bufs {
+		chunkPool.Put(b)
+	}
+	v.bufs = nil
 }
 
 // errStaleTail makes view start again: a merge came between taking the
@@ -314,8 +335,10 @@ func (s *Store) view(fn func(v *view) error) error {
 			if merged != tl.base {
 				return errStaleTail
 			}
-			return fn(&view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
-				postings: tx.Bucket(bucketPostings), seal: s.seal})
+			v := &view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
+				postings: tx.Bucket(bucketPostings), seal: s.seal}
+			defer v.done()
+			return fn(v)
 		})
 		if err != errStaleTail {
 			return err

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -50,6 +51,7 @@ type config struct {
 	targetM float64
 	only    string // a regular expression: run only the calls it matches
 	profile string // write a CPU profile of the measured calls here
+	memProf string // write a profile of what the measured calls allocate here
 }
 
 // Main runs the harness with the command-line arguments args (after the
@@ -65,6 +67,7 @@ func Main(args []string) error {
 	fs.Float64Var(&c.targetM, "target-ms", 20, "the CPU bound of one call, in ms")
 	fs.StringVar(&c.only, "only", "", "run only the calls whose name matches this regular expression")
 	fs.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the measured calls to this file")
+	fs.StringVar(&c.memProf, "memprofile", "", "write a profile of what the measured calls allocate to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -211,6 +214,15 @@ func run(c config) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.memProf != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			if f, err := os.Create(c.memProf); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	fmt.Printf("| call | answer KiB | CPU p50 ms | CPU p99 ms | encode ms | bound |\n|---|---|---|---|---|---|\n")
 	worst, worstCPU := call{}, time.Duration(0)
