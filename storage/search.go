@@ -312,26 +312,56 @@ func (r *ranking) byDocument(docs []uint64) error {
 const maxScoreArray = 1 << 22
 
 var (
-	scorePool   = sync.Pool{New: func() any { return new([]float64) }}
+	scorePool   = sync.Pool{New: func() any { return new(scores) }}
 	postingPool = sync.Pool{New: func() any { return new([]posting) }}
 )
 
+// scores is an array of scores by document, zero wherever it is not in
+// use, and the documents of it that a search touched: a search that touches
+// few documents reads and zeroes those, not the whole array.
+type scores struct {
+	acc     []float64
+	touched []uint32
+}
+
+// get returns the array for documents 0 to hi, all zero.
+func (sc *scores) get(hi uint64) []float64 {
+	if cap(sc.acc) < int(hi)+1 {
+		sc.acc = make([]float64, hi+1)
+	}
+	sc.touched = sc.touched[:0]
+	return sc.acc[:hi+1]
+}
+
+// put zeroes what the search wrote into acc (all of it when it touched
+// too many documents to list) and gives the array back.
+func (sc *scores) put(acc []float64, listed bool) {
+	if listed {
+		for _, d := range sc.touched {
+			acc[d] = 0
+		}
+	} else {
+		clear(acc)
+	}
+	scorePool.Put(sc)
+}
+
 // rankWhole is rank without a narrowing: each term's list is read whole,
 // once (its length is its document frequency), and scored into an array by
-// document, in query order. It declines (false) when the store's document
-// numbers are too sparse for an array.
+// document, in query order. The documents scored are listed while they are
+// few (an eighth of the array), so that a search of rare words reads and
+// zeroes those instead of the whole array. It declines (false) when the
+// store's document numbers are too sparse for an array.
 func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen float64) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
 	}
-	buf := scorePool.Get().(*[]float64)
-	defer scorePool.Put(buf)
-	if cap(*buf) < int(hi)+1 {
-		*buf = make([]float64, hi+1)
-	}
-	acc := (*buf)[:hi+1]
-	clear(acc)
+	sc := scorePool.Get().(*scores)
+	acc := sc.get(hi)
+	maxListed := len(acc) / 8
+	listed := true
+	defer func() { sc.put(acc, listed) }()
 	pbuf := postingPool.Get().(*[]posting)
 	defer postingPool.Put(pbuf)
 	for _, term := range terms {
@@ -351,15 +381,32 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 			if p.doc > hi {
 				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
 			}
+			if listed && acc[p.doc] == 0 {
+				if listed = len(sc.touched) < maxListed; listed {
+					sc.touched = append(sc.touched, uint32(p.doc))
+				}
+			}
 			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
 		}
 	}
+	// Of equal scores TopK keeps the newer document whatever the order of
+	// pushes, so the listed documents give what a walk of the array would.
 	top := search.NewTopK(limit)
 	candidates := 0
-	for doc, x := range acc {
+	push := func(doc uint64, x float64) {
 		if x != 0 {
 			candidates++
-			top.Push(uint64(doc), x)
+			top.Push(doc, x)
+		}
+	}
+	if listed {
+		for _, d := range sc.touched {
+			push(uint64(d), acc[d])
+			acc[d] = 0 // a document listed twice (a score of 0 added first) counts once
+		}
+	} else {
+		for doc, x := range acc {
+			push(uint64(doc), x)
 		}
 	}
 	return top.Sorted(), candidates, true, nil
@@ -380,14 +427,9 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 	if hi < lo || hi-lo >= uint64(8*n+65536) || hi-lo >= maxScoreArray {
 		return false, nil
 	}
-	buf := scorePool.Get().(*[]float64)
-	defer scorePool.Put(buf)
-	size := int(hi-lo) + 1
-	if cap(*buf) < size {
-		*buf = make([]float64, size)
-	}
-	acc := (*buf)[:size]
-	clear(acc)
+	sc := scorePool.Get().(*scores)
+	acc := sc.get(hi - lo)
+	defer sc.put(acc, false)
 	for i, l := range r.lists {
 		for l.cur != ascending.end() {
 			ps := l.tail

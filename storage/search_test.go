@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -530,5 +531,74 @@ func TestQueryTermsWithinTheirBytes(t *testing.T) {
 	past := strings.Repeat("alpha ", maxQueryBytes/6+1024) + "omega"
 	if got := queryTerms(past); !slices.Equal(got, search.Terms("alpha")) {
 		t.Fatalf("a new word after the bound: %v", got)
+	}
+}
+
+// rankWhole, which lists the documents it scores while they are few and
+// walks its whole array past that, ranks as the walk in document order
+// does: the same documents, scores and order (ties to the newer), whether
+// the words are rare, common or both.
+func TestRankWholeEqualsTheWalk(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.MergeEvery = 300 })
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 1200 {
+		words := []string{"common"}
+		if i%2 == 0 {
+			words = append(words, "half")
+		}
+		if i%97 == 0 {
+			words = append(words, "rare")
+		}
+		words = append(words, fmt.Sprintf("w%d", rng.IntN(40)))
+		put(t, s, memgate.Write{Text: strings.Join(words, " ")})
+	}
+	for _, q := range []string{"rare", "rare w3", "common", "half rare", "common half rare w1 w2", "w5 w6 w7", "nothing"} {
+		terms := queryTerms(q)
+		var whole, walk []search.Scored
+		err := s.view(func(v *view) error {
+			n, avgLen := 1200, 0.0
+			total, err := s.counter(v.tx.Bucket(bucketMeta), metaTotalLen)
+			if err != nil {
+				return err
+			}
+			avgLen = float64(total) / float64(n)
+			var ok bool
+			if whole, _, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, 50, n, avgLen); err != nil || !ok {
+				return fmt.Errorf("rankWhole declined (%v)", err)
+			}
+			r := ranking{avgLen: avgLen, top: search.NewTopK(50), limit: 50}
+			for _, term := range terms {
+				it, err := v.iter(newWalk(context.Background()), s.seal.key(kindWord, term), ascending)
+				if err != nil {
+					return err
+				}
+				df, _, _, err := it.count(-1)
+				if err != nil {
+					return err
+				}
+				if df > 0 {
+					r.lists = append(r.lists, it)
+					r.idf = append(r.idf, search.DefaultBM25.IDF(df, n))
+				}
+			}
+			if len(r.lists) > 0 {
+				if err := r.byDocument(nil); err != nil {
+					return err
+				}
+			}
+			walk = r.top.Sorted()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(whole) != len(walk) {
+			t.Fatalf("%q: rankWhole %d hits, the walk %d", q, len(whole), len(walk))
+		}
+		for i := range whole {
+			if whole[i].Doc != walk[i].Doc || math.Abs(whole[i].Score-walk[i].Score) > 1e-9 {
+				t.Fatalf("%q: hit %d: rankWhole %+v, the walk %+v", q, i, whole[i], walk[i])
+			}
+		}
 	}
 }
