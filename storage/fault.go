@@ -259,6 +259,7 @@ func checkPages(f *os.File, tx *bolt.Tx) error {
 		return fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
 	}
 	c.f, c.data = f, mapped(tx, int(c.hwm)*ps)
+	warm(f, c.data, int64(c.hwm)*int64(ps))
 	c.seen = make([]uint64, (c.hwm+63)/64)
 	c.mark(0)
 	c.mark(1)
