@@ -20,6 +20,7 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	bench/datasets.sh >/dev/null
 	cd bench && $(GO) test -race -count=1 ./...
 
 ## e2e: the built binary driven by the official TypeScript MCP SDK client

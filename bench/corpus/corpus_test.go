@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +21,9 @@ var (
 func needData(t *testing.T) string {
 	t.Helper()
 	if !Available() {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("datasets not installed in %s: make unit installs them (bench/datasets.sh)", Dir())
+		}
 		t.Skipf("datasets not installed in %s; run bench/datasets.sh", Dir())
 	}
 	return Dir()
