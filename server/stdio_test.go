@@ -111,17 +111,8 @@ func TestRunStdioSurvivesBadLines(t *testing.T) {
 		`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":null}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
 	}, "\n") + "\n"
-	var out syncBuffer
-	start := time.Now()
-	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
-		t.Fatalf("RunStdio: %v", err)
-	}
-	// Every call read before stdin ended got its answer, at once: RunStdio
-	// recognised each answer going out.
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("RunStdio took %v to drain", d)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	out := runLines(t, srv, in)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	got := map[string]int64{}
 	for _, l := range lines {
 		var m struct {
@@ -141,7 +132,7 @@ func TestRunStdioSurvivesBadLines(t *testing.T) {
 	}
 	want := map[string]int64{"1": 0, "null": -32700*2 + -32600*2, "3": -32600, "5": -32600, "6": -32602, "7": 0, "8": -32602, "9": -32602}
 	if mustJSON(t, got) != mustJSON(t, want) {
-		t.Fatalf("answers by id: %v, want %v\n%s", got, want, out.String())
+		t.Fatalf("answers by id: %v, want %v\n%s", got, want, out)
 	}
 	if !strings.Contains(lines[len(lines)-1], `"id":7,"result"`) || !strings.Contains(lines[len(lines)-1], "structuredContent") {
 		t.Fatalf("the last call did not succeed: %s", lines[len(lines)-1])
@@ -299,16 +290,9 @@ func TestRunStdioRefusesACallBeforeInitialize(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
 	}, "\n") + "\n"
-	var out syncBuffer
-	start := time.Now()
-	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
-		t.Fatalf("RunStdio: %v", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("RunStdio took %v to drain", d)
-	}
+	out := runLines(t, srv, in)
 	answers := map[string]json.RawMessage{}
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m struct {
 			ID    any             `json:"id"`
 			Error json.RawMessage `json:"error"`
@@ -331,6 +315,23 @@ func TestRunStdioRefusesACallBeforeInitialize(t *testing.T) {
 		}
 	}
 	if answers["3"] != nil || answers["4"] != nil {
-		t.Fatalf("after initialize: errors %s, %s\n%s", answers["3"], answers["4"], out.String())
+		t.Fatalf("after initialize: errors %s, %s\n%s", answers["3"], answers["4"], out)
 	}
+}
+
+// runLines runs srv over stdio on the lines of in and returns what it wrote.
+// Every call read before stdin ended gets its answer at once: RunStdio
+// recognises each answer going out, so it returns without waiting out its
+// drain timeout.
+func runLines(t *testing.T, srv *server.Server, in string) string {
+	t.Helper()
+	var out syncBuffer
+	start := time.Now()
+	if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("RunStdio: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("RunStdio took %v to drain", d)
+	}
+	return out.String()
 }
