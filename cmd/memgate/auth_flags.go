@@ -33,21 +33,21 @@ type authFlags struct {
 	JWTJWKSFile    string        `name:"jwt-jwks-file" placeholder:"FILE" help:"JWKS of the JWT issuer, from a file read at start."`
 	JWTCAFile      string        `name:"jwt-ca-file" placeholder:"FILE" help:"PEM certificates: the only ones trusted for --jwt-jwks-url (a private CA)."`
 	JWTAlgorithms  []string      `name:"jwt-algorithms" placeholder:"ALG" help:"Signature algorithms accepted (default RS*, PS*, ES*, EdDSA; never HS* or none)."`
-	JWTJWKSRefresh time.Duration `name:"jwt-jwks-refresh" default:"${jwksRefresh}" placeholder:"DURATION" help:"Refetch the JWKS in the background once it is this old."`
-	ClockSkew      time.Duration `name:"clock-skew" aliases:"jwt-clock-skew" default:"${clockSkew}" placeholder:"DURATION" help:"Leeway for exp, nbf and iat of JWTs, and nbf and iat of introspected tokens."`
+	JWTJWKSRefresh time.Duration `name:"jwt-jwks-refresh" placeholder:"DURATION" help:"Refetch the JWKS in the background once it is this old."`
+	ClockSkew      time.Duration `name:"clock-skew" aliases:"jwt-clock-skew" placeholder:"DURATION" help:"Leeway for exp, nbf and iat of JWTs, and nbf and iat of introspected tokens."`
 
 	OAuthIssuer           string        `name:"oauth-issuer" placeholder:"URL" help:"OAuth authorization server (https): introspection answers must name it as iss."`
 	OAuthResource         string        `name:"oauth-resource" placeholder:"URL" help:"This server's resource identifier: introspected tokens must hold it in aud."`
 	OAuthIntrospection    string        `name:"oauth-introspection" placeholder:"URL" help:"RFC 7662 introspection endpoint, on the issuer's origin; memgate authenticates with MEMGATE_OAUTH_INTROSPECTION_TOKEN (environment only)."`
 	OAuthClientID         string        `name:"oauth-client-id" placeholder:"ID" help:"Send MEMGATE_OAUTH_INTROSPECTION_TOKEN as this client's secret (HTTP Basic) instead of as a bearer token."`
 	OAuthCAFile           string        `name:"oauth-ca-file" placeholder:"FILE" help:"PEM certificates: the only ones trusted for the introspection endpoint (a private CA)."`
-	IntrospectionTimeout  time.Duration `name:"introspection-timeout" default:"${introspectionTimeout}" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
+	IntrospectionTimeout  time.Duration `name:"introspection-timeout" placeholder:"DURATION" help:"Deadline of one introspection (503 past it)."`
 	IntrospectionCacheTTL time.Duration `name:"introspection-cache-ttl" default:"0s" placeholder:"DURATION" help:"Keep an active introspection answer this long, never past its exp (0s: ask every time)."`
 
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`
 	ReadScope            string `name:"read-scope" default:"memory:read" placeholder:"SCOPE" help:"Scope every authenticated request needs (403 without it; empty: none)."`
 	WriteScope           string `name:"write-scope" default:"memory:write" placeholder:"SCOPE" help:"Scope remember and forget need besides (empty: none)."`
-	NamespaceClaim       string `name:"namespace-claim" default:"${namespaceClaim}" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
+	NamespaceClaim       string `name:"namespace-claim" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
 	NamespaceFromSubject bool   `name:"namespace-from-subject" help:"Token strategy: a token without the namespace claim gets a namespace of its own, derived from its issuer and subject (a per-user SaaS)."`
 }
 

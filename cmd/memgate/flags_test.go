@@ -105,7 +105,7 @@ func TestGetHelpIsShort(t *testing.T) {
 func TestOnlyConfigurationComesFromTheEnvironment(t *testing.T) {
 	var c cli
 	var cfg Config
-	k, err := kong.New(&c, kong.Vars(flagDefaults()), kong.ExplicitGroups(flagGroups), kong.Bind(&cfg))
+	k, err := kong.New(&c, kong.PostBuild(setDefaults), kong.ExplicitGroups(flagGroups), kong.Bind(&cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,22 +12,22 @@ import (
 // httpFlags configure serve --transport http.
 type httpFlags struct {
 	Bind              string        `name:"bind" default:"127.0.0.1:8765" placeholder:"HOST:PORT" help:"Address of the HTTP transport (port 0 picks a free one)."`
-	Path              string        `name:"path" default:"${path}" placeholder:"PATH" help:"Path of the MCP endpoint."`
+	Path              string        `name:"path" placeholder:"PATH" help:"Path of the MCP endpoint."`
 	AllowRemote       bool          `name:"allow-remote" help:"Allow a non-loopback --bind (an auth mode is required too)."`
 	AllowHost         []string      `name:"allow-host" placeholder:"HOST" help:"Host header value accepted besides loopback names: a name (any port) or name:port (repeatable)."`
 	AllowOrigin       []string      `name:"allow-origin" placeholder:"ORIGIN" help:"Origin (scheme://host[:port]) whose pages may call the server (repeatable)."`
-	MaxConnections    int           `name:"max-connections" default:"${maxConnections}" placeholder:"N" help:"Most TCP connections at once; more are closed before reading."`
-	MaxInflight       int           `name:"max-inflight" default:"${maxInflight}" placeholder:"N" help:"Most requests in progress; more get 503 at once."`
-	MaxStreams        int           `name:"max-streams" default:"${maxStreams}" placeholder:"N" help:"Most open SSE streams."`
-	MaxSessions       int           `name:"max-sessions" default:"${maxSessions}" placeholder:"N" help:"Most MCP sessions."`
-	SessionIdle       time.Duration `name:"session-idle" default:"${sessionIdle}" placeholder:"DURATION" help:"End a session without requests for this long."`
-	MaxRequestBytes   int64         `name:"max-request-bytes" default:"${maxRequestBytes}" placeholder:"BYTES" help:"Largest request body (413 beyond it)."`
-	ReadHeaderTimeout time.Duration `name:"read-header-timeout" default:"${readHeaderTimeout}" placeholder:"DURATION" help:"Time a client has to send a request's header."`
-	IdleTimeout       time.Duration `name:"idle-timeout" default:"${idleTimeout}" placeholder:"DURATION" help:"Close a keep-alive connection idle for this long."`
-	RequestTimeout    time.Duration `name:"request-timeout" default:"${requestTimeout}" placeholder:"DURATION" help:"Time to read a request's body and answer it (not SSE streams)."`
-	ConnLifetime      time.Duration `name:"conn-lifetime" default:"${connLifetime}" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
+	MaxConnections    int           `name:"max-connections" placeholder:"N" help:"Most TCP connections at once; more are closed before reading."`
+	MaxInflight       int           `name:"max-inflight" placeholder:"N" help:"Most requests in progress; more get 503 at once."`
+	MaxStreams        int           `name:"max-streams" placeholder:"N" help:"Most open SSE streams."`
+	MaxSessions       int           `name:"max-sessions" placeholder:"N" help:"Most MCP sessions."`
+	SessionIdle       time.Duration `name:"session-idle" placeholder:"DURATION" help:"End a session without requests for this long."`
+	MaxRequestBytes   int64         `name:"max-request-bytes" placeholder:"BYTES" help:"Largest request body (413 beyond it)."`
+	ReadHeaderTimeout time.Duration `name:"read-header-timeout" placeholder:"DURATION" help:"Time a client has to send a request's header."`
+	IdleTimeout       time.Duration `name:"idle-timeout" placeholder:"DURATION" help:"Close a keep-alive connection idle for this long."`
+	RequestTimeout    time.Duration `name:"request-timeout" placeholder:"DURATION" help:"Time to read a request's body and answer it (not SSE streams)."`
+	ConnLifetime      time.Duration `name:"conn-lifetime" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
 	Metrics           bool          `name:"metrics" help:"Serve Prometheus metrics at GET /metrics (no authentication: keep the port private)."`
-	ShutdownGrace     time.Duration `name:"shutdown-grace" default:"${shutdownGrace}" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
+	ShutdownGrace     time.Duration `name:"shutdown-grace" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 
 // validate reports the problems of the HTTP flags through bad.

@@ -110,10 +110,10 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 		kong.Description("memgate: a long-term memory for AI agents over MCP."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(int) { panic(errHelp) }),
-		kong.Vars(flagDefaults()),
 		kong.ExplicitGroups(flagGroups),
 		kong.Bind(&cfg),
 		kong.Resolvers(envResolver(getenv)),
+		kong.PostBuild(setDefaults), // before documentEnv, which names them
 		kong.PostBuild(documentEnv),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)

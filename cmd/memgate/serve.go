@@ -21,7 +21,7 @@ type serveCmd struct {
 // the stores of several namespaces open.
 type serveFlags struct {
 	Transport        string        `name:"transport" default:"stdio" placeholder:"stdio|http" help:"How serve talks to its clients: stdio (one client) or http (streamable HTTP)."`
-	MaxStores        int           `name:"max-stores" default:"${maxStores}" placeholder:"N" help:"Most stores open at once."`
+	MaxStores        int           `name:"max-stores" placeholder:"N" help:"Most stores open at once."`
 	StoreIdleTimeout time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
 
 	HTTP httpFlags `embed:"" group:"http"` // http_flags.go

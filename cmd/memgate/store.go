@@ -356,7 +356,7 @@ type importCmd struct {
 	Memory memoryFlag `embed:"" group:"config"`
 
 	File       string `arg:"" optional:"" placeholder:"FILE|-" help:"JSON Lines file, or - for standard input (the default when standard input is not a terminal)."`
-	OnConflict string `name:"on-conflict" default:"${onConflict}" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`
+	OnConflict string `name:"on-conflict" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`
 }
 
 // Run imports straight into the store (storage.Import), in batches of a
