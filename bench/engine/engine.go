@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
 	"github.com/memgate/memgate"
@@ -126,7 +125,7 @@ func run(c config, out io.Writer) error {
 	log("durable writes: bbolt one put per commit vs memgate, %d rounds interleaved…", c.rounds)
 	var raw, seq, seqP50, conc []float64
 	for r := range c.rounds {
-		raw = append(raw, bboltRate(filepath.Join(dir, fmt.Sprint("raw", r)), c.writes))
+		raw = append(raw, measure.BboltRate(dir, c.writes))
 		rate, p50, err := sequential(filepath.Join(dir, fmt.Sprint("seq", r)), mems, c.writes)
 		if err != nil {
 			return err
@@ -207,28 +206,6 @@ func synthetic(n int) []memgate.Write {
 		out[i] = memgate.Write{Text: text, Tags: []string{fmt.Sprint("g", i%7)}}
 	}
 	return out
-}
-
-// bboltRate is bbolt's own rate of one 800-byte put per durable commit.
-func bboltRate(path string, n int) float64 {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return 0
-	}
-	defer os.Remove(path)
-	defer db.Close()
-	val := bytes.Repeat([]byte("v"), 800)
-	start := time.Now()
-	for i := range n {
-		db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists([]byte("b"))
-			if err != nil {
-				return err
-			}
-			return b.Put(fmt.Appendf(nil, "%016d", i), val)
-		})
-	}
-	return float64(n) / time.Since(start).Seconds()
 }
 
 // openOpts are the options of every store the run opens; the encryption
