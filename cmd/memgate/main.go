@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -101,11 +102,8 @@ func (a *app) logCause(err error) {
 // into the configuration of the command it names, not validated yet. Help
 // goes to stdout.
 func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writer) (*Config, *kong.Context, error) {
-	var (
-		c   cli
-		cfg Config // filled by the AfterApply of each group the command takes
-	)
-	parser, err := kong.New(&c,
+	var cfg Config // filled by the AfterApply of each group the command takes
+	parser, err := kong.New(commandLine(args),
 		kong.Name("memgate"),
 		kong.Description("memgate: a long-term memory for AI agents over MCP."),
 		kong.Writers(stdout, stderr),
@@ -125,6 +123,22 @@ func parseArgs(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return nil, nil, err
 	}
 	return &cfg, kctx, nil
+}
+
+// commandLine returns what kong builds its model from: a cli, or, when args
+// start with the name of a command, a struct of that command alone. Kong
+// builds (and reads the tags of) every flag of every command it is given,
+// several milliseconds and megabytes at each start; a run needs one.
+func commandLine(args []string) any {
+	if len(args) > 0 {
+		t := reflect.TypeFor[cli]()
+		for i := range t.NumField() {
+			if f := t.Field(i); strings.ToLower(f.Name) == args[0] {
+				return reflect.New(reflect.StructOf([]reflect.StructField{{Name: f.Name, Type: f.Type, Tag: f.Tag}})).Interface()
+			}
+		}
+	}
+	return &cli{}
 }
 
 // errHelp ends a run that printed help, with status 0.
