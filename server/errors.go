@@ -60,29 +60,13 @@ func successResult(v any) *mcp.CallToolResult {
 // here is made of plain values that always encode.
 func marshal(v any) []byte {
 	// Memories and hits, a thousand to a page, have an encoder of their own
-	// that writes the same bytes.
+	// that writes the same bytes (a search answer is assembled from its
+	// hits' bytes: hitsResult).
 	switch v := v.(type) {
 	case memgate.Memory:
 		return v.AppendJSON(make([]byte, 0, 256+len(v.Text)))
 	case memgate.Hit:
 		return v.AppendJSON(make([]byte, 0, 256+len(v.Text)))
-	case memgate.Result:
-		b := append(make([]byte, 0, 4096), `{"hits":`...)
-		if v.Hits == nil {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, '[')
-			for i, h := range v.Hits {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = h.AppendJSON(b)
-			}
-			b = append(b, ']')
-		}
-		b = append(b, `,"receipt":`...)
-		b = append(b, marshal(v.Receipt)...)
-		return append(b, '}')
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

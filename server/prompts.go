@@ -84,11 +84,12 @@ func (s *Server) prompts() []offeredPrompt {
 // that is not offered is a -32602 *jsonrpc.Error. A principal, if any,
 // comes from ctx. It measures a prompt's own cost, as Call does a tool's.
 func (s *Server) GetPrompt(ctx context.Context, name string, arguments map[string]string) (*mcp.GetPromptResult, error) {
-	i := slices.IndexFunc(s.prompts(), func(p offeredPrompt) bool { return p.prompt.Name == name })
+	offered := s.prompts()
+	i := slices.IndexFunc(offered, func(p offeredPrompt) bool { return p.prompt.Name == name })
 	if i < 0 {
 		return nil, invalidParams("unknown prompt")
 	}
-	h := s.prompts()[i].handler
+	h := offered[i].handler
 	req := &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: name, Arguments: arguments}}
 	res, err := s.recovering(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
 		return h(ctx, req.(*mcp.GetPromptRequest))
