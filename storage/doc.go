@@ -16,6 +16,8 @@
 //	ids       key(id) → document number
 //	created   created_at, first document number → document number
 //	postings  key(term), first document number → chunk of postings
+//	gone      document number → term keys of a merged memory forgotten
+//	          since the last merge, whose postings that merge takes out
 //	meta      schema version, memory count, text bytes, total term count;
 //	          in an encrypted store, the KDF record and the key check
 //

@@ -401,7 +401,7 @@ const (
 // fresh returns a filter over the same lists as f, in f's order, every list
 // at its start: to probe (has) after f has walked.
 func (f *filter) fresh(v *view, w *walk) (*filter, error) {
-	out := &filter{dir: f.dir}
+	out := &filter{v: v, dir: f.dir}
 	for _, g := range f.groups {
 		lists := make([]*postingIter, 0, len(g.lists))
 		for _, l := range g.lists {
@@ -479,6 +479,7 @@ func (g *group) seekAll(target uint64) error {
 // ask for: a document passes when it is in every group, most selective
 // first.
 type filter struct {
+	v      *view
 	groups []*group
 	dir    direction
 }
@@ -502,7 +503,7 @@ func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[s
 	for _, t := range metaTerms {
 		sets = append(sets, [][]byte{t})
 	}
-	f := &filter{dir: dir}
+	f := &filter{v: v, dir: dir}
 	for _, terms := range sets {
 		lists := make([]*postingIter, 0, len(terms))
 		for _, term := range terms {
@@ -600,8 +601,14 @@ func (f *filter) next(target uint64) (uint64, error) {
 				break
 			}
 		}
-		if agreed {
+		switch {
+		case !agreed:
+		case !f.v.dead(cand):
 			return cand, nil
+		case f.dir == ascending:
+			cand++
+		default:
+			cand--
 		}
 	}
 }
@@ -666,6 +673,9 @@ func (it *postingIter) has(doc uint64) (bool, error) {
 // has reports whether doc passes every group, probing their lists (see
 // postingIter.has).
 func (f *filter) has(doc uint64) (bool, error) {
+	if f.v.dead(doc) {
+		return false, nil
+	}
 	for _, g := range f.groups {
 		in := false
 		for _, l := range g.lists {

@@ -72,6 +72,9 @@ func (x *index) open() error {
 			entries, length := s.entries(&r)
 			change.adds = append(change.adds, tailDoc{doc: binary.BigEndian.Uint64(k), entries: entries, length: length})
 		}
+		if err := s.loadGone(tx, merged, &change); err != nil {
+			return err
+		}
 		tl.apply(&change)
 		x.tail.Store(tl)
 		return nil
@@ -126,7 +129,7 @@ func (x *index) due() bool {
 	s := x.s
 	tl := x.current()
 	n := tl.bytes.Load()
-	if tl.len() >= s.opts.MergeEvery || n >= s.opts.MergeBytes {
+	if tl.len() >= s.opts.MergeEvery || n >= s.opts.MergeBytes || tl.goneWork() >= mergeGone {
 		return true
 	}
 	share, largest, over := s.opts.TailBudget.over()

@@ -29,7 +29,7 @@ var mergeFault func(n int) error
 func (x *index) merge() error {
 	s := x.s
 	tl := x.current()
-	live := tl.snapshot()
+	live, gone := tl.snapshot(), tl.goneByTerm()
 	terms := make([]string, 0, len(live))
 	for k := range live {
 		terms = append(terms, k)
@@ -59,6 +59,11 @@ func (x *index) merge() error {
 			}
 			if !last {
 				return nil
+			}
+			// The gone documents leave the chunks with the mark that drops
+			// them from the tail: no snapshot sees one without the other.
+			if err := t.purgeGone(gone); err != nil {
+				return err
 			}
 			if err := t.meta.Delete(metaMerging); err != nil {
 				return err

@@ -98,11 +98,11 @@ func appendEntries(dst []byte, prev uint64, ps []posting) []byte {
 }
 
 // postingsWriter changes posting lists on disk inside one write
-// transaction: merges append, removals of merged documents rewrite a chunk.
+// transaction: merges append, and purge the postings of gone documents.
 type postingsWriter struct {
 	b    *bolt.Bucket
 	seal sealer
-	c    *bolt.Cursor // remove's, kept: a cursor costs an allocation
+	c    *bolt.Cursor // purge's, kept: a cursor costs an allocation
 }
 
 // appendTerm appends ps to term's list: into its last chunk while it has
@@ -157,122 +157,6 @@ func (w *postingsWriter) appendTerm(term []byte, ps []posting) error {
 	return nil
 }
 
-// remove takes doc out of term's list; a missing posting is not an error.
-// It rewrites the one chunk that holds doc, cutting its posting out of the
-// encoded chunk without decoding the rest: a forget of a large memory does
-// this once per distinct term, thousands of times.
-func (w *postingsWriter) remove(term []byte, doc uint64) error {
-	if w.c == nil {
-		w.c = w.b.Cursor()
-	}
-	c := w.c // every use starts with a Seek: a change made through b moves no cursor
-	want := chunkKey(term, doc)
-	k, v := c.Seek(want)
-	switch {
-	case k == nil:
-		k, v = c.Last()
-	case !bytes.Equal(k, want):
-		k, v = c.Prev()
-	}
-	if k == nil || len(k) != len(term)+8 || !bytes.HasPrefix(k, term) {
-		return nil
-	}
-	key := bytes.Clone(k)
-	plain, err := w.seal.open(bucketPostings, key, v)
-	if err != nil {
-		return err
-	}
-	base := binary.BigEndian.Uint64(key[len(term):])
-	val, first, found, ok := cutPosting(plain, base, doc)
-	switch {
-	case !ok:
-		return errBadRecord
-	case !found:
-		return nil
-	case val != nil && first == base:
-		// The chunk keeps its first document, so its key.
-		return w.b.Put(key, w.seal.seal(bucketPostings, key, val))
-	}
-	if err := c.Delete(); err != nil {
-		return err
-	}
-	if val == nil {
-		return nil
-	}
-	nk := chunkKey(term, first)
-	return w.b.Put(nk, w.seal.seal(bucketPostings, nk, val))
-}
-
-// cutPosting returns the chunk (whose first document is base) without
-// doc's posting, and its first document; found is false when doc is not in
-// it, and val nil when doc was its only posting. ok is false for a
-// malformed chunk.
-func cutPosting(chunk []byte, base, doc uint64) (val []byte, first uint64, found, ok bool) {
-	count, last, body, ok := chunkHeader(base, chunk)
-	if !ok {
-		return nil, 0, false, false
-	}
-	at, prev, cur := 0, base, base
-	for at < len(body) {
-		gap, n1 := binary.Uvarint(body[at:])
-		if n1 <= 0 {
-			return nil, 0, false, false
-		}
-		cur = prev + gap
-		if cur > doc {
-			return nil, 0, false, true
-		}
-		size := n1
-		for range 2 { // tf and length
-			_, n := binary.Uvarint(body[at+size:])
-			if n <= 0 {
-				return nil, 0, false, false
-			}
-			size += n
-		}
-		if cur < doc {
-			at, prev = at+size, cur
-			continue
-		}
-		// Found at body[at:at+size]: the next posting's gap grows by this
-		// one's, or becomes 0 when it becomes the first.
-		rest := body[at+size:]
-		if count == 1 {
-			return nil, 0, true, rest == nil || len(rest) == 0
-		}
-		first, newLast := base, last
-		val = make([]byte, 0, len(chunk)+binary.MaxVarintLen64)
-		if len(rest) == 0 { // the last posting: the span ends at prev
-			newLast = prev
-		}
-		if at == 0 {
-			ngap, n := binary.Uvarint(rest)
-			if n <= 0 {
-				return nil, 0, false, false
-			}
-			first = cur + ngap
-		}
-		val = binary.AppendUvarint(val, uint64(count-1))
-		val = binary.AppendUvarint(val, newLast-first)
-		val = append(val, body[:at]...)
-		if len(rest) > 0 {
-			ngap, n := binary.Uvarint(rest)
-			if n <= 0 {
-				return nil, 0, false, false
-			}
-			if at == 0 {
-				ngap = 0
-			} else {
-				ngap += gap
-			}
-			val = binary.AppendUvarint(val, ngap)
-			val = append(val, rest[n:]...)
-		}
-		return val, first, true, true
-	}
-	return nil, 0, false, true
-}
-
 // readPostings appends every posting of term to dst, in document order.
 func readPostings(b *bolt.Bucket, s sealer, term []byte, dst []posting) ([]posting, error) {
 	c := b.Cursor()
@@ -297,6 +181,7 @@ type view struct {
 	seq      uint64 // the docs sequence of this snapshot
 	postings *bolt.Bucket
 	seal     sealer
+	gone     []goneDoc    // the tail's gone documents (see dead)
 	bufs     []*[]posting // the iterators' chunk buffers, back to chunkPool at the end
 }
 
@@ -336,7 +221,7 @@ func (s *Store) view(fn func(v *view) error) error {
 				return errStaleTail
 			}
 			v := &view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
-				postings: tx.Bucket(bucketPostings), seal: s.seal}
+				postings: tx.Bucket(bucketPostings), seal: s.seal, gone: tl.goneDocs()}
 			defer v.done()
 			return fn(v)
 		})
@@ -354,6 +239,7 @@ func (v *view) list(term []byte, dst []posting) ([]posting, error) {
 	if err != nil {
 		return dst, err
 	}
+	dst = append(dst[:n], v.dropDead(dst[n:])...)
 	// While a merge runs, a term may be on disk and in the tail at once.
 	after := v.tail.base
 	if len(dst) > n {

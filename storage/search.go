@@ -179,6 +179,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 		if err != nil {
 			return nil, 0, err
 		}
+		df -= v.goneDF(it.term)
 		if df == 0 {
 			continue
 		}
@@ -189,7 +190,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 	if len(lists) == 0 {
 		return nil, 0, nil
 	}
-	r := ranking{lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
+	r := ranking{v: v, lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
 		probe: func() (*filter, error) { return f.fresh(v, w) }}
 	for i, df := range dfs {
 		r.idf[i] = search.DefaultBM25.IDF(df, n)
@@ -213,6 +214,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 
 // ranking is one search's scoring state.
 type ranking struct {
+	v          *view
 	lists      []*postingIter
 	idf        []float64
 	avgLen     float64
@@ -295,6 +297,9 @@ func (r *ranking) byDocument(docs []uint64) error {
 					continue
 				}
 			}
+		}
+		if r.v.dead(doc) {
+			continue
 		}
 		var sum float64
 		for j, l := range r.lists {
@@ -448,6 +453,7 @@ func (r *ranking) byTerm(v *view, n int) (bool, error) {
 			}
 		}
 	}
+	v.clearDead(acc, lo)
 	if r.f != nil {
 		// A narrowing most documents pass: the best few candidates, probed
 		// best first, give the answer without walking the filter over every

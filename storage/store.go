@@ -29,6 +29,7 @@ var (
 	bucketPostings = []byte("postings")   // key(term), first document → chunk
 	bucketMeta     = []byte("meta")       // counters, the schema version, encryption parameters
 	bucketCands    = []byte("candidates") // key(id) → a write awaiting approval
+	bucketGone     = []byte("gone")       // document number → term keys of a merged memory forgotten since the merge
 )
 
 // Keys of the meta bucket.

@@ -36,8 +36,15 @@ type tail struct {
 	mu    sync.RWMutex
 	terms map[string][]posting // term key → postings, by document
 	dead  map[uint64]uint64    // document → sequence at which it was removed
-	size  int                  // documents added, alive or not
+	size  int                  // documents added, alive or not, and gone
 	bytes atomic.Int64         // estimated memory held
+
+	// The merged documents forgotten since the merge (see gone.go): by
+	// document, replaced and never changed so that views read it without
+	// the lock; and by term, in stamp order.
+	gone      atomic.Pointer[[]goneDoc]
+	goneTerms map[string][]goneDoc
+	gonePairs int // postings of gone documents: the work of purging them
 }
 
 // Estimated costs of a tail's entries, beyond the term key's own bytes: a
@@ -50,7 +57,8 @@ const (
 )
 
 func newTail(base uint64, budget *TailBudget) *tail {
-	return &tail{base: base, budget: budget, terms: map[string][]posting{}, dead: map[uint64]uint64{}}
+	return &tail{base: base, budget: budget, terms: map[string][]posting{}, dead: map[uint64]uint64{},
+		goneTerms: map[string][]goneDoc{}}
 }
 
 // grow counts delta more bytes held, in the tail and in its budget.
@@ -76,9 +84,10 @@ type tailDoc struct {
 type tailChange struct {
 	adds   []tailDoc
 	deaths [][2]uint64 // document, stamp
+	gones  []goneChange
 }
 
-func (c *tailChange) empty() bool { return len(c.adds) == 0 && len(c.deaths) == 0 }
+func (c *tailChange) empty() bool { return len(c.adds) == 0 && len(c.deaths) == 0 && len(c.gones) == 0 }
 
 // dropAdd forgets a document added earlier in the same transaction; it
 // reports whether there was one.
@@ -114,6 +123,27 @@ func (t *tail) apply(c *tailChange) {
 		}
 		t.dead[d[0]] = d[1]
 	}
+	if len(c.gones) > 0 {
+		list := slices.Clone(t.goneDocs())
+		for _, g := range c.gones {
+			i, _ := slices.BinarySearchFunc(list, g.doc, cmpGone)
+			list = slices.Insert(list, i, goneDoc{g.doc, g.stamp})
+			for _, term := range g.terms {
+				ds, ok := t.goneTerms[string(term)]
+				if !ok {
+					delta += int64(len(term)) + tailTermBytes
+				}
+				before := cap(ds)
+				ds = append(ds, goneDoc{g.doc, g.stamp})
+				delta += int64(cap(ds)-before) * goneBytes
+				t.goneTerms[string(term)] = ds
+			}
+			t.gonePairs += len(g.terms)
+			t.size++
+			delta += tailDeadBytes
+		}
+		t.gone.Store(&list)
+	}
 	t.grow(delta)
 }
 
@@ -143,7 +173,77 @@ func (t *tail) undo(c *tailChange) {
 			delta -= tailDeadBytes
 		}
 	}
+	if len(c.gones) > 0 {
+		list := slices.Clone(t.goneDocs())
+		for i := len(c.gones) - 1; i >= 0; i-- {
+			g := c.gones[i]
+			if j, ok := slices.BinarySearchFunc(list, g.doc, cmpGone); ok {
+				list = slices.Delete(list, j, j+1)
+			}
+			for _, term := range g.terms {
+				k := string(term)
+				if ds := t.goneTerms[k]; len(ds) > 0 && ds[len(ds)-1].doc == g.doc {
+					if len(ds) == 1 {
+						delete(t.goneTerms, k)
+						delta -= int64(len(k)) + tailTermBytes + int64(cap(ds))*goneBytes
+					} else {
+						t.goneTerms[k] = ds[:len(ds)-1]
+					}
+				}
+			}
+			t.gonePairs -= len(g.terms)
+			t.size--
+			delta -= tailDeadBytes
+		}
+		t.gone.Store(&list)
+	}
 	t.grow(delta)
+}
+
+// goneDocs is the merged documents forgotten since the merge, by document;
+// the caller must not change it.
+func (t *tail) goneDocs() []goneDoc {
+	if l := t.gone.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// goneDF is how many of the documents forgotten at or before seq hold term.
+func (t *tail) goneDF(term []byte, seq uint64) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := 0
+	for _, g := range t.goneTerms[string(term)] {
+		if g.stamp <= seq {
+			n++
+		}
+	}
+	return n
+}
+
+// goneByTerm returns, for a merge's purge, each term of the gone documents
+// with those that hold it, in order. Only the committer calls it.
+func (t *tail) goneByTerm() map[string][]uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string][]uint64, len(t.goneTerms))
+	for k, ds := range t.goneTerms {
+		docs := make([]uint64, len(ds))
+		for i, g := range ds {
+			docs[i] = g.doc
+		}
+		slices.Sort(docs)
+		out[k] = docs
+	}
+	return out
+}
+
+// goneWork is the postings of gone documents a merge would purge.
+func (t *tail) goneWork() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.gonePairs
 }
 
 // postings appends to dst the postings of term visible at snapshot seq,
@@ -192,12 +292,13 @@ func (t *tail) len() int {
 	return t.size
 }
 
-// termCount is the number of distinct terms in the tail: what a merge of
-// it costs, one chunk append each.
+// termCount is the number of distinct terms in the tail, of its documents
+// and of the gone ones: what a merge of it costs, one chunk append or
+// rewrite each.
 func (t *tail) termCount() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.terms)
+	return len(t.terms) + len(t.goneTerms)
 }
 
 // DefaultMergeBytes is the bound of one store's tail when

@@ -1,10 +1,8 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"slices"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -273,13 +271,9 @@ func (t *txn) remove(r *record, doc, stamp uint64) error {
 			t.change.deaths = append(t.change.deaths, [2]uint64{doc, stamp})
 		}
 	default:
-		// In key order, each chunk's page is met once and the cursor moves
-		// forward.
-		slices.SortFunc(entries, func(a, b indexEntry) int { return bytes.Compare(a.term, b.term) })
-		for _, e := range entries {
-			if err := t.postings.remove(e.term, doc); err != nil {
-				return err
-			}
+		// Its postings are merged: the next merge takes them out (gone.go).
+		if err := t.markGone(doc, stamp, entries); err != nil {
+			return err
 		}
 	}
 	if err := t.docs.Delete(u64(doc)); err != nil {
