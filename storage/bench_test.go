@@ -236,7 +236,8 @@ func cpuTime() int64 {
 }
 
 // BenchmarkForgetLarge forgets a merged memory of 64 KiB from a 10k store:
-// one chunk rewrite per distinct term.
+// the memory is recorded as gone, and its postings purged at a later merge,
+// which the loop's refills run.
 func BenchmarkForgetLarge(b *testing.B) {
 	s, _ := benchStore(b, 10000, false)
 	ctx := context.Background()
