@@ -77,9 +77,15 @@ func decodeGone(b []byte) ([][]byte, bool) {
 
 // markGone records the merged document doc, forgotten at stamp, as gone.
 func (t *txn) markGone(doc, stamp uint64, entries []indexEntry) error {
-	b, err := t.tx.CreateBucketIfNotExists(bucketGone)
-	if err != nil {
-		return err
+	b := t.tx.Bucket(bucketGone)
+	if b == nil {
+		var err error
+		if b, err = t.tx.CreateBucket(bucketGone); err != nil {
+			return err
+		}
+		if err := t.meta.Put(metaSchema, u64(schemaGone)); err != nil {
+			return err
+		}
 	}
 	terms := make([][]byte, len(entries))
 	for i, e := range entries {
@@ -121,7 +127,7 @@ func (s *Store) loadGone(tx *bolt.Tx, merged uint64, change *tailChange) error {
 // purgeGone takes the postings of every gone document out of the chunks
 // and empties the gone bucket; the last transaction of a merge runs it.
 func (t *txn) purgeGone(byTerm map[string][]uint64) error {
-	if len(byTerm) == 0 {
+	if t.tx.Bucket(bucketGone) == nil {
 		return nil
 	}
 	terms := make([]string, 0, len(byTerm))
@@ -136,10 +142,10 @@ func (t *txn) purgeGone(byTerm map[string][]uint64) error {
 			return err
 		}
 	}
-	if err := t.tx.DeleteBucket(bucketGone); err != nil && err != bolt.ErrBucketNotFound {
+	if err := t.tx.DeleteBucket(bucketGone); err != nil {
 		return err
 	}
-	return nil
+	return t.meta.Put(metaSchema, u64(schemaBase))
 }
 
 // purge takes docs (in order) out of term's list, rewriting each chunk that

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -55,6 +56,9 @@ func TestForgottenMergedMemoriesAreAsNeverWritten(t *testing.T) {
 				writes[i] = w
 				forget[w.ID] = rng.IntN(3) == 0
 			}
+			// A memory of stop words only has no term; it is gone all the same.
+			writes[n/2].Text, writes[n/2].Tags, writes[n/2].Metadata = "the of and", nil, nil
+			forget[writes[n/2].ID] = true
 			for _, w := range writes {
 				put(t, a, w)
 			}
@@ -120,6 +124,19 @@ func TestForgottenMergedMemoriesAreAsNeverWritten(t *testing.T) {
 				}
 			}
 			same("before the merge")
+			schema := func(s *Store) (v uint64) {
+				t.Helper()
+				if err := s.db.View(func(tx *bolt.Tx) error {
+					v = binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(metaSchema))
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			if got := schema(a); got != schemaGone {
+				t.Fatalf("schema %d with gone memories, want %d: memgate before it must refuse the store", got, schemaGone)
+			}
 			// A copy of the file as it is now, as after a crash: Close would
 			// merge.
 			copyPath := filepath.Join(dir, "stores", "copy", FileName)
@@ -147,6 +164,9 @@ func TestForgottenMergedMemoriesAreAsNeverWritten(t *testing.T) {
 				t.Fatal("merge failed")
 			}
 			same("after the merge")
+			if got := schema(a); got != schemaBase {
+				t.Fatalf("schema %d after the merge, want %d", got, schemaBase)
+			}
 			err = a.view(func(v *view) error {
 				if v.tx.Bucket(bucketGone) != nil {
 					t.Error("the gone bucket outlived the merge")

@@ -42,8 +42,15 @@ var (
 	metaMerging  = []byte("merging")   // set while a merge runs in slices
 )
 
-// schemaVersion is the layout this code reads and writes.
-const schemaVersion = 1
+// schemaVersion is the newest layout this code reads and writes. A store
+// is at schemaGone while its gone bucket exists, which memgate before it
+// cannot read (it would take the postings of a gone memory for damage),
+// and back at schemaBase once a merge has emptied it.
+const (
+	schemaBase    = 1
+	schemaGone    = 2
+	schemaVersion = schemaGone
+)
 
 // FileName is the name of a store's file inside its folder.
 const FileName = "memgate.db"
@@ -333,7 +340,7 @@ func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 			}
 		}
 	}
-	return meta.Put(metaSchema, u64(schemaVersion))
+	return meta.Put(metaSchema, u64(schemaBase))
 }
 
 // Path is the store's file.
