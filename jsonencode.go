@@ -66,7 +66,29 @@ func (m Memory) appendFields(dst []byte) []byte {
 	dst = append(dst, `,"updated_at":`...)
 	dst = appendTime(dst, m.UpdatedAt)
 	dst = append(dst, `,"version":`...)
-	return strconv.AppendInt(dst, m.Version, 10)
+	dst = strconv.AppendInt(dst, m.Version, 10)
+	if m.ExpiresAt != nil {
+		dst = append(dst, `,"expires_at":`...)
+		dst = appendTime(dst, *m.ExpiresAt)
+	}
+	if m.Source != nil {
+		dst = append(dst, `,"source":{"kind":`...)
+		dst = appendString(dst, m.Source.Kind)
+		dst = append(dst, `,"reference":`...)
+		dst = appendString(dst, m.Source.Reference)
+		dst = append(dst, `,"actor":`...)
+		dst = appendString(dst, m.Source.Actor)
+		if m.Source.ObservedAt != nil {
+			dst = append(dst, `,"observed_at":`...)
+			dst = appendTime(dst, *m.Source.ObservedAt)
+		}
+		dst = append(dst, '}')
+	}
+	if m.Namespace != "" {
+		dst = append(dst, `,"namespace":`...)
+		dst = appendString(dst, m.Namespace)
+	}
+	return dst
 }
 
 // appendMetadata writes the flat values a memory's metadata holds by hand,

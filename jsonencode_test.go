@@ -29,7 +29,8 @@ func stdJSON(t testing.TB, v any) []byte {
 // The hand-written encoder knows every field: a field added to Memory or
 // Hit without it would be missing from every answer.
 func TestAppendJSONKnowsEveryField(t *testing.T) {
-	wantMemory := []string{"ID", "Text", "Bytes", "Title", "Tags", "Metadata", "CreatedAt", "UpdatedAt", "Version"}
+	wantMemory := []string{"ID", "Text", "Bytes", "Title", "Tags", "Metadata", "CreatedAt", "UpdatedAt", "Version",
+		"ExpiresAt", "Source", "Namespace"}
 	wantHit := []string{"Memory", "Score", "LexicalScore", "SemanticScore"}
 	for _, c := range []struct {
 		v    any
@@ -63,9 +64,12 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			"t": true, "f": false, "nil": nil, "e": 1.25e-9, "huge": math.MaxFloat64,
 		}, CreatedAt: time.Unix(0, 0).UTC(), UpdatedAt: base.Add(time.Hour), Version: math.MaxInt64},
 		{ID: "odd", Metadata: map[string]any{"int": 3, "list": []any{1, "x"}}, CreatedAt: base.Truncate(time.Second), UpdatedAt: base.Truncate(time.Millisecond)},
+		{ID: "later", ExpiresAt: &base, Source: &memgate.Source{Kind: "url", Reference: "https://x/<a>", Actor: "é"}, Namespace: "team"},
+		{ID: "seen", Source: &memgate.Source{Kind: "person", Reference: "r", Actor: "a\n", ObservedAt: &base}},
 	}
 	for _, s := range nastyStrings {
-		cases = append(cases, memgate.Memory{ID: s, Text: s, Title: s, Tags: []string{s}, Metadata: map[string]any{s: s}})
+		cases = append(cases, memgate.Memory{ID: s, Text: s, Title: s, Tags: []string{s}, Metadata: map[string]any{s: s},
+			Source: &memgate.Source{Kind: s, Reference: s, Actor: s}, Namespace: s})
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 300 {

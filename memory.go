@@ -48,6 +48,21 @@ type Memory struct {
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
 	Version   int64          `json:"version"`
+	// ExpiresAt, when set, is when the memory stops being: from then on no
+	// reader sees it, and the sweeper deletes it.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Source    *Source    `json:"source,omitempty"`
+	// Namespace is the namespace the memory was read from, set where a
+	// view reads several (--include-namespace).
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Source says where a memory came from.
+type Source struct {
+	Kind       string     `json:"kind"` // conversation, file, url, tool, person, ...
+	Reference  string     `json:"reference"`
+	Actor      string     `json:"actor"`
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
 }
 
 // Write asks to create or replace one memory.
@@ -63,6 +78,14 @@ type Write struct {
 	Metadata   map[string]any
 	IfVersion  *int64
 	AllowEmpty bool
+	// ExpiresAt or TTL (not both) make the memory expire: at that instant,
+	// or that long after the write.
+	ExpiresAt *time.Time
+	TTL       time.Duration
+	Source    *Source
+	// AllowDuplicate stores the memory even when a live memory of the
+	// namespace has the same text (see Duplicate).
+	AllowDuplicate bool
 }
 
 // Tag matching modes for Query.TagsMode.
@@ -78,7 +101,9 @@ type Query struct {
 	Tags     []string
 	TagsMode string         // TagsAll (default) or TagsAny
 	Filter   map[string]any // metadata equality, every key must match
-	Limit    int            // 1..MaxSearchLimit; 0 means DefaultSearchLimit
+	// SourceKind, when set, keeps the memories whose source has this kind.
+	SourceKind string
+	Limit      int // 1..MaxSearchLimit; 0 means DefaultSearchLimit
 	Budget   int            // tokens; 0 means no budget
 }
 
@@ -111,6 +136,8 @@ type Receipt struct {
 	SemanticFallback string `json:"semantic_fallback,omitempty"`
 	Candidates       int    `json:"candidates"`
 	Truncated        bool   `json:"truncated,omitempty"` // the budget or the size of the answer cut hits off
+	// Namespaces are the namespaces a view searched, the primary first.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // Result is the answer to a Query.
@@ -158,6 +185,7 @@ type StoreStats struct {
 	Count      int64 `json:"count"`
 	Bytes      int64 `json:"bytes"`       // sum of the memories' text bytes
 	StoreBytes int64 `json:"store_bytes"` // size of the store on disk
+	Trash      int64 `json:"trash"`       // memories in the trash
 }
 
 // Principal is who is calling, as established by authentication.

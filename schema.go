@@ -20,6 +20,16 @@ type Schema struct {
 	MaxProperties        int      // keys of an object
 	PropertyNames        *Schema  // every key of an object
 	AdditionalProperties *Schema  // every value of an object
+	Format               string   // of a string: date-time
+	Properties           []Property
+	Required             []string // of an object's Properties
+	Closed               bool     // an object with no keys but its Properties
+}
+
+// Property is one named property of an object's Schema.
+type Property struct {
+	Name   string
+	Schema Schema
 }
 
 // Patterns of the schemas. Each says what the check beside its schema
@@ -30,4 +40,5 @@ const (
 	TagPattern         = `^[\p{L}\p{Nd}_.:/-]+$`
 	MetadataKeyPattern = `^[A-Za-z0-9_.-]{1,64}$`
 	NamespacePattern   = `^[a-z0-9_-]{1,64}$`
+	SourceKindPattern  = `^[a-z_]{1,32}$`
 )

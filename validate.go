@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -120,7 +121,97 @@ func (w Write) Normalize(maxTextBytes int) (Write, error) {
 	if !w.AllowEmpty && strings.TrimSpace(w.Text) == "" {
 		return w, Invalid("text", "text is empty or only white space; pass allow_empty: true to store it anyway")
 	}
+	switch {
+	case w.ExpiresAt != nil && w.TTL != 0:
+		return w, Invalid("ttl_seconds", "give expires_at or ttl_seconds, not both")
+	case w.TTL != 0 && (w.TTL < time.Second || w.TTL > MaxTTLSeconds*time.Second):
+		return w, Invalid("ttl_seconds", "ttl_seconds must be 1 to %d", MaxTTLSeconds)
+	case w.ExpiresAt != nil:
+		t := w.ExpiresAt.UTC()
+		w.ExpiresAt = &t
+	}
+	if w.Source != nil {
+		src, err := NormalizeSource("source", *w.Source)
+		if err != nil {
+			return w, err
+		}
+		w.Source = &src
+	}
 	return w, nil
+}
+
+// Expiry and provenance bounds (SPEC §1, §2).
+const (
+	MaxTTLSeconds       = 315360000 // ten years
+	MaxSourceKindChars  = 32
+	MaxSourceRefChars   = 1024
+	MaxSourceActorChars = 256
+)
+
+// ExpiredBy reports whether a memory that expires at expires (nil: never)
+// is gone at now: from its expiry instant on.
+func ExpiredBy(expires *time.Time, now time.Time) bool {
+	return expires != nil && !expires.After(now)
+}
+
+// ValidateSourceKind checks a source's kind: 1–32 of a-z and _.
+func ValidateSourceKind(field, kind string) error {
+	if len(kind) == 0 || len(kind) > MaxSourceKindChars {
+		return Invalid(field, "a source kind must be 1 to %d characters of a-z and _", MaxSourceKindChars)
+	}
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; !('a' <= c && c <= 'z' || c == '_') {
+			return Invalid(field, "a source kind must be 1 to %d characters of a-z and _", MaxSourceKindChars)
+		}
+	}
+	return nil
+}
+
+// SourceKindSchema states ValidateSourceKind's rule.
+func SourceKindSchema() Schema {
+	return Schema{Type: "string", MinLength: 1, MaxLength: MaxSourceKindChars, Pattern: SourceKindPattern}
+}
+
+// NormalizeSource validates a memory's source (field names it, and its
+// parts field.kind, field.reference, field.actor) and returns it with
+// observed_at in UTC.
+func NormalizeSource(field string, src Source) (Source, error) {
+	if err := ValidateSourceKind(field+".kind", src.Kind); err != nil {
+		return src, err
+	}
+	for _, part := range []struct {
+		name, value string
+		max         int
+	}{{"reference", src.Reference, MaxSourceRefChars}, {"actor", src.Actor, MaxSourceActorChars}} {
+		name := field + "." + part.name
+		switch n := utf8.RuneCountInString(part.value); {
+		case !utf8.ValidString(part.value):
+			return src, Invalid(name, "%s must be valid UTF-8", name)
+		case n == 0 || n > part.max:
+			return src, Invalid(name, "%s must be 1 to %d characters", name, part.max)
+		case strings.IndexFunc(part.value, unicode.IsControl) >= 0:
+			return src, Invalid(name, "%s must not contain control characters", name)
+		}
+	}
+	if src.ObservedAt != nil {
+		t := src.ObservedAt.UTC()
+		src.ObservedAt = &t
+	}
+	return src, nil
+}
+
+// SourceSchema states NormalizeSource's rule.
+func SourceSchema() Schema {
+	text := func(max int) Schema {
+		return Schema{Type: "string", MinLength: 1, MaxLength: max, Pattern: NoControlPattern}
+	}
+	return Schema{Type: "object", Closed: true, Required: []string{"kind", "reference", "actor"},
+		Properties: []Property{
+			{"kind", SourceKindSchema()},
+			{"reference", text(MaxSourceRefChars)},
+			{"actor", text(MaxSourceActorChars)},
+			{"observed_at", Schema{Type: "string", Format: "date-time"}},
+		}}
 }
 
 // NormalizeTags validates tags (at most 32, each 1–64 letters, digits or

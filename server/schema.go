@@ -77,6 +77,17 @@ func schemaOf(r memgate.Schema, desc string) *jsonschema.Schema {
 			*sub.to = schemaOf(*sub.from, "")
 		}
 	}
+	s.Format, s.Required = r.Format, r.Required
+	if len(r.Properties) > 0 {
+		s.Properties = map[string]*jsonschema.Schema{}
+		for _, p := range r.Properties {
+			s.Properties[p.Name] = schemaOf(p.Schema, "")
+			s.PropertyOrder = append(s.PropertyOrder, p.Name)
+		}
+	}
+	if r.Closed {
+		s.AdditionalProperties = falseSchema()
+	}
 	return s
 }
 
@@ -119,6 +130,9 @@ func memoryProps() []prop {
 		{"created_at", when()},
 		{"updated_at", when()},
 		{"version", integer()},
+		{"expires_at", when()},
+		{"source", schemaOf(memgate.SourceSchema(), "")},
+		{"namespace", str()},
 	}
 }
 
@@ -143,12 +157,15 @@ func receiptSchema() *jsonschema.Schema {
 		prop{"semantic_fallback", str()},
 		prop{"candidates", &jsonschema.Schema{Type: "integer"}},
 		prop{"truncated", &jsonschema.Schema{Type: "boolean"}},
+		prop{"namespaces", &jsonschema.Schema{Type: "array", Items: str()}},
 	)
 }
 
 func rememberOutput() *jsonschema.Schema {
 	return output(object("", []string{"memory", "created"},
 		prop{"memory", memorySchema()}, prop{"created", &jsonschema.Schema{Type: "boolean"}},
+		prop{"deduplicated", &jsonschema.Schema{Type: "boolean",
+			Description: "true when a live memory already had this text: it is returned and nothing is stored"}},
 		prop{"candidate", &jsonschema.Schema{Type: "boolean",
 			Description: "true in candidate mode: the memory waits for approval (memgate candidates approve ID)"}}))
 }

@@ -22,8 +22,22 @@ import (
 //	uvarint  tag count, then bytes per tag
 //	bytes    metadata as canonical JSON ("" when empty)
 //
+// and, only when the memory expires or has a source (so that a record
+// without either is the same bytes as before there were such fields):
+//
+//	byte     which follow: 1 expires, 2 source, 4 the source's observed_at
+//	varint   expires_at (Unix nanoseconds)
+//	bytes    the source's kind, reference, actor
+//	varint   its observed_at (Unix nanoseconds)
+//
 // where bytes is a uvarint length followed by that many bytes.
 const recordFormat = 1
+
+const (
+	hasExpiry   = 1
+	hasSource   = 2
+	hasObserved = 4
+)
 
 type record struct {
 	origin  uint64
@@ -34,13 +48,22 @@ type record struct {
 	title   string
 	tags    []string
 	meta    []byte // canonical JSON object, or nil
+	expires int64  // Unix nanoseconds; 0: never
+	source  *memgate.Source
 }
+
+// extended reports whether r needs the fields after the metadata, which
+// memgate before them cannot read (see schemaRecords).
+func (r *record) extended() bool { return r.expires != 0 || r.source != nil }
 
 var errBadRecord = errors.New("storage: malformed record")
 
 func newRecord(w memgate.Write, origin uint64, created, updated int64) (record, error) {
 	r := record{origin: origin, created: created, updated: updated,
-		id: w.ID, text: w.Text, title: w.Title, tags: w.Tags}
+		id: w.ID, text: w.Text, title: w.Title, tags: w.Tags, source: w.Source}
+	if w.ExpiresAt != nil {
+		r.expires = w.ExpiresAt.UnixNano()
+	}
 	if len(w.Metadata) > 0 {
 		b, err := json.Marshal(w.Metadata)
 		if err != nil {
@@ -55,6 +78,11 @@ func (r *record) size() int {
 	n := 1 + 3*binary.MaxVarintLen64 + 4*binary.MaxVarintLen32 + len(r.id) + len(r.text) + len(r.title) + len(r.meta)
 	for _, t := range r.tags {
 		n += binary.MaxVarintLen32 + len(t)
+	}
+	if src := r.source; src != nil {
+		n += 1 + 2*binary.MaxVarintLen64 + 3*binary.MaxVarintLen32 + len(src.Kind) + len(src.Reference) + len(src.Actor)
+	} else if r.expires != 0 {
+		n += 1 + binary.MaxVarintLen64
 	}
 	return n
 }
@@ -71,7 +99,33 @@ func (r *record) marshal(dst []byte) []byte {
 	for _, t := range r.tags {
 		dst = appendBytes(dst, t)
 	}
-	return appendBytes(dst, string(r.meta))
+	dst = appendBytes(dst, string(r.meta))
+	if !r.extended() {
+		return dst
+	}
+	var which byte
+	if r.expires != 0 {
+		which |= hasExpiry
+	}
+	if r.source != nil {
+		which |= hasSource
+		if r.source.ObservedAt != nil {
+			which |= hasObserved
+		}
+	}
+	dst = append(dst, which)
+	if r.expires != 0 {
+		dst = binary.AppendVarint(dst, r.expires)
+	}
+	if src := r.source; src != nil {
+		dst = appendBytes(dst, src.Kind)
+		dst = appendBytes(dst, src.Reference)
+		dst = appendBytes(dst, src.Actor)
+		if src.ObservedAt != nil {
+			dst = binary.AppendVarint(dst, src.ObservedAt.UnixNano())
+		}
+	}
+	return dst
 }
 
 func appendBytes(dst []byte, s string) []byte {
@@ -106,6 +160,24 @@ func unmarshalRecord(b []byte) (record, error) {
 	if m := d.string(); m != "" {
 		r.meta = []byte(m)
 	}
+	if len(d.b) > 0 && !d.err {
+		which := d.byte()
+		if which&hasExpiry != 0 {
+			if r.expires = d.varint(); r.expires == 0 {
+				return r, errBadRecord
+			}
+		}
+		if which&hasSource != 0 {
+			r.source = &memgate.Source{Kind: d.string(), Reference: d.string(), Actor: d.string()}
+			if which&hasObserved != 0 {
+				t := time.Unix(0, d.varint()).UTC()
+				r.source.ObservedAt = &t
+			}
+		}
+		if which == 0 || which&^(hasExpiry|hasSource|hasObserved) != 0 || which&hasObserved != 0 && which&hasSource == 0 {
+			return r, errBadRecord
+		}
+	}
 	if d.err || len(d.b) != 0 {
 		return r, errBadRecord
 	}
@@ -135,6 +207,14 @@ func (r *record) memory(version uint64) (memgate.Memory, error) {
 	}
 	if m.Tags == nil {
 		m.Tags = []string{}
+	}
+	if r.expires != 0 {
+		t := time.Unix(0, r.expires).UTC()
+		m.ExpiresAt = &t
+	}
+	if r.source != nil {
+		src := *r.source
+		m.Source = &src
 	}
 	m.Metadata = map[string]any{}
 	if len(r.meta) > 0 {
