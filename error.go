@@ -19,6 +19,7 @@ const (
 	CodeForbidden       Code = "forbidden"
 	CodeStoreLocked     Code = "store_locked"
 	CodeTooManyStores   Code = "too_many_stores"
+	CodeQuotaExceeded   Code = "quota_exceeded"
 	CodeUnavailable     Code = "unavailable"
 	CodeInternal        Code = "internal"
 )
@@ -27,7 +28,7 @@ const (
 var Codes = []Code{
 	CodeInvalidArgument, CodeNotFound, CodeVersionConflict, CodeTooLarge,
 	CodeSecretDetected, CodeForbidden, CodeStoreLocked, CodeTooManyStores,
-	CodeUnavailable, CodeInternal,
+	CodeQuotaExceeded, CodeUnavailable, CodeInternal,
 }
 
 // InternalMessage is the only message a caller ever sees for an internal

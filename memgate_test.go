@@ -34,7 +34,7 @@ func TestErrorCarriesCodeNotCause(t *testing.T) {
 }
 
 func TestEveryCodeIsListed(t *testing.T) {
-	want := "invalid_argument not_found version_conflict too_large secret_detected forbidden store_locked too_many_stores unavailable internal"
+	want := "invalid_argument not_found version_conflict too_large secret_detected forbidden store_locked too_many_stores quota_exceeded unavailable internal"
 	var got []string
 	for _, c := range memgate.Codes {
 		got = append(got, string(c))

@@ -88,6 +88,15 @@ type Write struct {
 	AllowDuplicate bool
 }
 
+// Written is what a write did: the memory as stored, whether it was
+// created, and whether it was a duplicate, which stored nothing (Memory is
+// then the live memory whose text it had).
+type Written struct {
+	Memory       Memory
+	Created      bool
+	Deduplicated bool
+}
+
 // Tag matching modes for Query.TagsMode.
 const (
 	TagsAll = "all"
@@ -185,7 +194,6 @@ type StoreStats struct {
 	Count      int64 `json:"count"`
 	Bytes      int64 `json:"bytes"`       // sum of the memories' text bytes
 	StoreBytes int64 `json:"store_bytes"` // size of the store on disk
-	Trash      int64 `json:"trash"`       // memories in the trash
 }
 
 // Principal is who is calling, as established by authentication.

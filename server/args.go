@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -249,4 +250,52 @@ func decodeFlatObject(name string, v json.RawMessage) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// decodeTime decodes an RFC 3339 time (a string), in UTC.
+func decodeTime(name string, v json.RawMessage) (time.Time, error) {
+	s, err := decodeString(name, v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() < 1970 || t.Year() > 2261 {
+		return time.Time{}, memgate.Invalid(name, "%s must be an RFC 3339 time from 1970 to 2261, such as 2026-12-31T23:59:00Z", name)
+	}
+	return t.UTC(), nil
+}
+
+// decodeSource decodes a memory's source: an object of kind, reference,
+// actor and an optional observed_at, nothing else; its rules are
+// memgate.NormalizeSource's.
+func decodeSource(name string, v json.RawMessage) (memgate.Source, error) {
+	var src memgate.Source
+	members, err := memgate.StrictObject(v, []string{"kind", "reference", "actor", "observed_at"})
+	if err != nil {
+		var ke *memgate.KeyError
+		if errors.As(err, &ke) && errors.Is(err, memgate.ErrUnknownKey) {
+			return src, memgate.Invalid(name, "%s holds only kind, reference, actor and observed_at", name)
+		}
+		return src, memgate.Invalid(name, "%s must be an object of kind, reference, actor and observed_at", name)
+	}
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"kind", &src.Kind}, {"reference", &src.Reference}, {"actor", &src.Actor}} {
+		raw, ok := members[f.key]
+		if !ok || string(raw) == "null" {
+			return src, memgate.Invalid(name+"."+f.key, "%s.%s is required", name, f.key)
+		}
+		if *f.to, err = decodeString(name+"."+f.key, raw); err != nil {
+			return src, err
+		}
+	}
+	if raw, ok := members["observed_at"]; ok && string(raw) != "null" {
+		t, err := decodeTime(name+".observed_at", raw)
+		if err != nil {
+			return src, err
+		}
+		src.ObservedAt = &t
+	}
+	return memgate.NormalizeSource(name, src)
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -228,4 +229,27 @@ func (s *Server) namespaceParams() params[string] {
 			*ns = v
 			return nil
 		})}
+}
+
+// when declares an RFC 3339 time argument.
+func when[T any](name, desc string, set func(in *T, t time.Time)) param[T] {
+	schema := &jsonschema.Schema{Type: "string", Format: "date-time", Description: desc}
+	return param[T]{name: name, schema: schema, decode: func(in *T, v json.RawMessage) error {
+		t, err := decodeTime(name, v)
+		if err == nil {
+			set(in, t)
+		}
+		return err
+	}}
+}
+
+// source declares a memory's source object.
+func source[T any](name, desc string, set func(in *T, src memgate.Source)) param[T] {
+	return param[T]{name: name, schema: schemaOf(memgate.SourceSchema(), desc), decode: func(in *T, v json.RawMessage) error {
+		src, err := decodeSource(name, v)
+		if err == nil {
+			set(in, src)
+		}
+		return err
+	}}
 }

@@ -24,6 +24,16 @@ func sample(t *testing.T, name string, schema *jsonschema.Schema) json.RawMessag
 	if len(schema.Enum) > 0 {
 		return rawJSON(schema.Enum[len(schema.Enum)-1])
 	}
+	switch {
+	case schema.Type == "string" && schema.Format == "date-time":
+		return rawJSON("2100-01-02T03:04:05Z")
+	case schema.Type == "object" && schema.Properties != nil:
+		obj := map[string]json.RawMessage{}
+		for _, k := range schema.Required {
+			obj[k] = sample(t, name+"."+k, schema.Properties[k])
+		}
+		return rawJSON(obj)
+	}
 	switch schema.Type {
 	case "string":
 		return rawJSON("a")

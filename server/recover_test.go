@@ -28,7 +28,7 @@ func (panicStore) Search(context.Context, memgate.Query) (memgate.Result, error)
 	panic(panicValue)
 }
 func (panicStore) Stats(context.Context) (memgate.StoreStats, error) { panic(panicValue) }
-func (panicStore) Put(context.Context, memgate.Write) (memgate.Memory, bool, error) {
+func (panicStore) Write(context.Context, memgate.Write) (memgate.Written, error) {
 	panic(panicValue)
 }
 func (panicStore) Delete(context.Context, string, *int64) error { panic(panicValue) }

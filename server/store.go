@@ -14,10 +14,10 @@ type Reader interface {
 	Stats(ctx context.Context) (memgate.StoreStats, error)
 }
 
-// Writer changes one namespace's memories. Put returns the memory as stored
-// and whether it was created.
+// Writer changes one namespace's memories. Write says what it did: the
+// memory as stored, whether it was created or was a duplicate.
 type Writer interface {
-	Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error)
+	Write(ctx context.Context, w memgate.Write) (memgate.Written, error)
 	Delete(ctx context.Context, id string, ifVersion *int64) error
 }
 

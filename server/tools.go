@@ -195,6 +195,9 @@ func (s *Server) checkWrite(t toolDef, p *memgate.Principal) error {
 type rememberResult struct {
 	Memory  memgate.Memory `json:"memory"`
 	Created bool           `json:"created"`
+	// Deduplicated is set when a live memory had the same text: it is
+	// Memory, and nothing was stored.
+	Deduplicated bool `json:"deduplicated,omitempty"`
 	// Candidate is set in candidate mode: the memory waits for a person's
 	// approval and is not yet seen by get or search.
 	Candidate bool `json:"candidate,omitempty"`
@@ -282,6 +285,17 @@ func (s *Server) rememberParams() params[memgate.Write] {
 			func(w *write, v int64) { w.IfVersion = &v }),
 		boolean("allow_empty", "Store empty or white-space-only text instead of refusing it.",
 			func(w *write, b bool) { w.AllowEmpty = b }),
+		when("expires_at", "Forget the memory at this instant (RFC 3339, later than now); not with ttl_seconds.",
+			func(w *write, t time.Time) { w.ExpiresAt = &t }),
+		integer("ttl_seconds", "Forget the memory this many seconds after the write; not with expires_at.",
+			1, memgate.MaxTTLSeconds, func(w *write, n int64) { w.TTL = time.Duration(n) * time.Second }),
+		source("source", "Where the memory came from: kind (a-z and _, e.g. conversation, file, url, tool, "+
+			"person), reference (1–1024 characters), actor (1–256 characters), observed_at (RFC 3339, optional).",
+			func(w *write, src memgate.Source) { w.Source = &src }),
+		boolean("allow_duplicate", "Store the memory even when a live memory already has the same text "+
+			"(compared ignoring case and runs of white space); otherwise, without id and if_version, that "+
+			"memory is returned with deduplicated: true.",
+			func(w *write, b bool) { w.AllowDuplicate = b }),
 	}
 }
 
@@ -326,11 +340,12 @@ func (s *Server) remember(w memgate.Write) (op, error) {
 		}, nil
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
-		m, created, err := st.Put(ctx, w)
+		done, err := st.Write(ctx, w)
 		if err != nil {
 			return nil, err
 		}
-		return successResult(rememberResult{Memory: wireMemory(m), Created: created}), nil
+		return successResult(rememberResult{Memory: wireMemory(done.Memory), Created: done.Created,
+			Deduplicated: done.Deduplicated}), nil
 	}, nil
 }
 
@@ -352,6 +367,13 @@ func refuseSecrets(w memgate.Write) error {
 	for _, t := range w.Tags {
 		if kind := detectSecret(t); kind != "" {
 			return secretError("tags", kind)
+		}
+	}
+	if src := w.Source; src != nil {
+		for _, f := range []struct{ field, value string }{{"source.reference", src.Reference}, {"source.actor", src.Actor}} {
+			if kind := detectSecret(f.value); kind != "" {
+				return secretError(f.field, kind)
+			}
 		}
 	}
 	for k, v := range w.Metadata {
@@ -400,6 +422,11 @@ func (s *Server) searchParams() params[memgate.Query] {
 		oneOf("tags_mode", "all: every tag must be present; any: one is enough.",
 			[]string{memgate.TagsAll, memgate.TagsAny}, func(q *query, v string) { q.TagsMode = v }),
 		filterParam(func(q *query) *map[string]any { return &q.Filter }),
+		str("source_kind", schemaOf(memgate.SourceKindSchema(), "Only memories whose source has this kind."),
+			func(q *query, v string) error {
+				q.SourceKind = v
+				return memgate.ValidateSourceKind("source_kind", v)
+			}),
 		limit("Most hits to return.", memgate.MaxSearchLimit, memgate.DefaultSearchLimit,
 			func(q *query, n int) { q.Limit = n }),
 		integer("budget", "Stop adding hits once their texts would pass this many tokens (about 4 bytes each).",
@@ -410,8 +437,8 @@ func (s *Server) searchParams() params[memgate.Query] {
 // search checks the rule across its arguments: it needs words, tags or a
 // filter.
 func (s *Server) search(q memgate.Query) (op, error) {
-	if strings.TrimSpace(q.Text) == "" && len(q.Tags) == 0 && len(q.Filter) == 0 {
-		return nil, memgate.Invalid("query", "search needs a query, tags or a filter")
+	if strings.TrimSpace(q.Text) == "" && len(q.Tags) == 0 && len(q.Filter) == 0 && q.SourceKind == "" {
+		return nil, memgate.Invalid("query", "search needs a query, tags, a filter or a source_kind")
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
 		r, err := st.Search(ctx, q)

@@ -30,7 +30,15 @@ func (s *Store) Propose(ctx context.Context, w memgate.Write) (memgate.Memory, e
 			return memgate.Memory{}, err
 		}
 	}
-	now := s.now().UnixNano()
+	at := s.now()
+	if w.ExpiresAt != nil && !w.ExpiresAt.After(at) {
+		return memgate.Memory{}, memgate.Invalid("expires_at", "expires_at must be later than now")
+	}
+	if w.TTL != 0 {
+		expires := at.Add(w.TTL).UTC()
+		w.ExpiresAt, w.TTL = &expires, 0
+	}
+	now := at.UnixNano()
 	rec, err := newRecord(w, 0, now, now)
 	if err != nil {
 		return memgate.Memory{}, memgate.Internal(op, err)
@@ -150,7 +158,7 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 			return err
 		}
 		w = memgate.Write{ID: m.ID, Text: m.Text, Title: m.Title, Tags: m.Tags, Metadata: m.Metadata,
-			IfVersion: cond, AllowEmpty: true}
+			IfVersion: cond, AllowEmpty: true, ExpiresAt: m.ExpiresAt, Source: m.Source, AllowDuplicate: true}
 		if _, err := w.Normalize(max(s.opts.MaxTextBytes, len(w.Text))); err != nil {
 			return errBadRecord // it was valid when it was proposed
 		}
@@ -159,11 +167,11 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 	if err != nil {
 		return memgate.Memory{}, memgate.AsError(op, err)
 	}
-	m, _, err := s.put(ctx, w, func(t *txn) error {
+	done, err := s.put(ctx, w, func(t *txn) error {
 		key := s.seal.key(kindID, id)
 		return t.tx.Bucket(bucketCands).Delete(key)
 	})
-	return m, err
+	return done.Memory, err
 }
 
 // Reject drops the candidate id.

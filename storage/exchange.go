@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -84,6 +85,7 @@ func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take 
 		take(buf.Bytes())
 	}
 	count, next := 0, ""
+	clock := s.lazyNow()
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		t := s.txn(tx)
 		c := t.docs.Cursor()
@@ -101,6 +103,9 @@ func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take 
 			r, err := s.decodeRecord(k, v)
 			if err != nil {
 				return err
+			}
+			if r.expiredBy(clock) {
+				continue
 			}
 			m, err := r.memory(doc)
 			if err != nil {
@@ -138,6 +143,7 @@ type ImportReport struct {
 	Imported   int `json:"imported"`
 	Skipped    int `json:"skipped"`
 	Superseded int `json:"superseded"`
+	Expired    int `json:"expired"` // lines of memories already expired, left out
 	Lines      int `json:"lines"`
 }
 
@@ -188,12 +194,15 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 		if len(batch) == 0 {
 			return nil
 		}
-		imported, skipped, err := s.importBatch(ctx, batch, onConflict)
+		imported, skipped, quota, err := s.importBatch(ctx, batch, onConflict)
 		if err != nil {
 			return err
 		}
 		rep.Imported += imported
 		rep.Skipped += skipped
+		if quota != nil {
+			return quota
+		}
 		for _, item := range batch {
 			if sn := seen[item.w.ID]; sn != nil {
 				sn.pending, sn.written = -1, !item.skipped
@@ -248,6 +257,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 			return rep, lineError(rep.Lines, err)
 		}
 		if isGraph || item == nil {
+			continue
+		}
+		if item.w.ExpiresAt != nil && memgate.ExpiredBy(item.w.ExpiresAt, s.now()) {
+			rep.Expired++
 			continue
 		}
 		item.line = rep.Lines
@@ -318,7 +331,7 @@ type importItem struct {
 
 // Fields of a memory line of an export, and of knowledge-graph lines.
 var (
-	exportFields   = []string{"id", "text", "bytes", "title", "tags", "metadata", "created_at", "updated_at", "version"}
+	exportFields   = []string{"id", "text", "bytes", "title", "tags", "metadata", "created_at", "updated_at", "version", "expires_at", "source"}
 	entityFields   = []string{"type", "name", "entityType", "observations"}
 	relationFields = []string{"type", "from", "to", "relationType"}
 )
@@ -364,6 +377,17 @@ func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, erro
 	if _, err := o.integer("bytes"); err != nil {
 		return nil, false, err
 	}
+	expires, err := o.timestamp("expires_at")
+	if err != nil {
+		return nil, false, err
+	}
+	if expires != 0 {
+		t := time.Unix(0, expires).UTC()
+		w.ExpiresAt = &t
+	}
+	if w.Source, err = o.source("source"); err != nil {
+		return nil, false, err
+	}
 	item := &importItem{}
 	if item.version, err = o.integer("version"); err != nil {
 		return nil, false, err
@@ -384,21 +408,23 @@ func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, erro
 }
 
 // importBatch writes one batch in one commit.
-func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict string) (imported, skipped int, err error) {
+// A write past a quota ends the batch where it is: what came before it is
+// committed, and quota says why the import stops.
+func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict string) (imported, skipped int, quota, err error) {
 	for i := range batch {
 		if batch[i].w.ID == "" {
 			id, err := newID()
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, nil, err
 			}
 			batch[i].w.ID = id
 		}
 		if batch[i].p, err = s.prepare(batch[i].w); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 	}
 	err = s.write.do(func(t *txn) error {
-		imported, skipped = 0, 0
+		imported, skipped, quota = 0, 0, nil
 		if err := cancelled(ctx); err != nil {
 			return err
 		}
@@ -421,6 +447,12 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 				skipped++
 				continue
 			}
+			if quota = t.checkQuota(oldDoc == 0, len(item.p.rec.text)-liveBytes(&old, oldDoc)); quota != nil {
+				for j := i; j < len(batch); j++ {
+					batch[j].skipped = true
+				}
+				return nil
+			}
 			doc, err := t.nextDoc()
 			if err != nil {
 				return err
@@ -441,7 +473,10 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 			}
 			rec := item.p.rec
 			rec.origin, rec.created, rec.updated = origin, created, updated
-			if err := t.insert(&rec, doc, item.p.entries, item.p.length); err != nil {
+			if item.w.ExpiresAt != nil {
+				rec.expires = item.w.ExpiresAt.UnixNano()
+			}
+			if err := t.insert(&rec, doc, &item.p); err != nil {
 				return err
 			}
 			if !item.supersede {
@@ -451,9 +486,9 @@ func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict 
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return imported, skipped, nil
+	return imported, skipped, quota, nil
 }
 
 // checkNew refuses the batch if any of its ids exists (a newer line of a

@@ -485,13 +485,17 @@ type filter struct {
 }
 
 // newFilter starts the walk of the documents that carry the tags (all or
-// any, by mode) and match every metadata pair; nil when there are neither.
+// any, by mode), match every metadata pair and have a source of kind
+// source (when not empty); nil when there are neither.
 // Its groups are counted and ordered as order says.
-func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, dir direction, order ordering) (*filter, error) {
-	if len(tags) == 0 && len(md) == 0 {
+func (s *Store) newFilter(v *view, w *walk, tags []string, mode string, md map[string]any, source string, dir direction, order ordering) (*filter, error) {
+	if len(tags) == 0 && len(md) == 0 && source == "" {
 		return nil, nil
 	}
 	tagTerms, metaTerms := s.filterTerms(tags, md)
+	if source != "" {
+		metaTerms = append(metaTerms, s.seal.key(kindSource, source))
+	}
 	var sets [][][]byte
 	if mode == memgate.TagsAny && len(tagTerms) > 0 {
 		sets = append(sets, tagTerms)

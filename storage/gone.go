@@ -83,7 +83,7 @@ func (t *txn) markGone(doc, stamp uint64, entries []indexEntry) error {
 		if b, err = t.tx.CreateBucket(bucketGone); err != nil {
 			return err
 		}
-		if err := t.meta.Put(metaSchema, u64(schemaGone)); err != nil {
+		if err := t.raiseSchema(schemaGone); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,10 @@ func (t *txn) purgeGone(byTerm map[string][]uint64) error {
 	if err := t.tx.DeleteBucket(bucketGone); err != nil {
 		return err
 	}
-	return t.meta.Put(metaSchema, u64(schemaBase))
+	if cur := t.meta.Get(metaSchema); len(cur) == 8 && binary.BigEndian.Uint64(cur) == schemaGone {
+		return t.meta.Put(metaSchema, u64(schemaBase))
+	}
+	return nil
 }
 
 // purge takes docs (in order) out of term's list, rewriting each chunk that
@@ -217,7 +220,21 @@ func (w *postingsWriter) purge(term []byte, docs []uint64, scratch []posting) ([
 	return scratch, nil
 }
 
-// dead reports whether doc is a merged document forgotten in v's snapshot.
+// deadDocs is what a view of tx skips: the tail's gone documents, and the
+// documents expired at now that the sweeper has not deleted yet.
+func deadDocs(tx *bolt.Tx, tl *tail, clock func() int64) []goneDoc {
+	gone := tl.goneDocs()
+	expired := expiredDocs(tx, clock, nil)
+	if len(expired) == 0 {
+		return gone
+	}
+	all := append(expired, gone...)
+	slices.SortFunc(all, func(a, b goneDoc) int { return cmpDoc(a.doc, b.doc) })
+	return all
+}
+
+// dead reports whether doc is a merged document forgotten in v's snapshot,
+// or one expired and not swept yet.
 func (v *view) dead(doc uint64) bool {
 	if v == nil || len(v.gone) == 0 {
 		return false

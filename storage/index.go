@@ -37,6 +37,9 @@ func recordTerms(r *record, fn func(kind byte, content string, tf int)) int {
 	for _, t := range r.tags {
 		fn(kindTag, t, 1)
 	}
+	if r.source != nil {
+		fn(kindSource, r.source.Kind, 1)
+	}
 	if len(r.meta) > 0 {
 		var md map[string]any
 		if err := json.Unmarshal(r.meta, &md); err == nil {

@@ -204,3 +204,37 @@ func (o object) timestamp(name string) (int64, error) {
 	}
 	return t.UnixNano(), nil
 }
+
+// source returns member name as a memory's source (nil: absent): an object
+// of kind, reference, actor and an optional observed_at, nothing else.
+func (o object) source(name string) (*memgate.Source, error) {
+	v, ok := o.value(name)
+	if !ok {
+		return nil, nil
+	}
+	so, err := strictObject(v, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := so.only(name, "kind", "reference", "actor", "observed_at"); err != nil {
+		return nil, err
+	}
+	var src memgate.Source
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"kind", &src.Kind}, {"reference", &src.Reference}, {"actor", &src.Actor}} {
+		if *f.to, _, err = so.str(f.key); err != nil {
+			return nil, err
+		}
+	}
+	observed, err := so.timestamp("observed_at")
+	if err != nil {
+		return nil, err
+	}
+	if observed != 0 {
+		t := time.Unix(0, observed).UTC()
+		src.ObservedAt = &t
+	}
+	return &src, nil
+}

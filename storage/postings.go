@@ -221,7 +221,7 @@ func (s *Store) view(fn func(v *view) error) error {
 				return errStaleTail
 			}
 			v := &view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
-				postings: tx.Bucket(bucketPostings), seal: s.seal, gone: tl.goneDocs()}
+				postings: tx.Bucket(bucketPostings), seal: s.seal, gone: deadDocs(tx, tl, s.lazyNow())}
 			defer v.done()
 			return fn(v)
 		})
@@ -239,13 +239,13 @@ func (v *view) list(term []byte, dst []posting) ([]posting, error) {
 	if err != nil {
 		return dst, err
 	}
-	dst = append(dst[:n], v.dropDead(dst[n:])...)
 	// While a merge runs, a term may be on disk and in the tail at once.
 	after := v.tail.base
 	if len(dst) > n {
 		after = max(after, dst[len(dst)-1].doc)
 	}
-	return v.tail.postings(term, v.seq, after, dst), nil
+	dst = v.tail.postings(term, v.seq, after, dst)
+	return append(dst[:n], v.dropDead(dst[n:])...), nil
 }
 
 // docs appends the document numbers of term's list to dst, in order.

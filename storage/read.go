@@ -28,7 +28,7 @@ func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 		if err != nil {
 			return err
 		}
-		if doc == 0 {
+		if doc == 0 || r.expiredBy(s.lazyNow()) {
 			return errNotFound
 		}
 		mem, err = r.memory(doc)
@@ -55,7 +55,20 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		}
 		bytes, err := s.counter(meta, metaBytes)
 		st.Count, st.Bytes = int64(count), int64(bytes)
-		return err
+		if err != nil {
+			return err
+		}
+		// Expired memories the sweeper has not deleted yet are gone.
+		t := s.txn(tx)
+		for _, g := range expiredDocs(tx, s.lazyNow(), nil) {
+			r, err := t.record(g.doc)
+			if err != nil {
+				return err
+			}
+			st.Count--
+			st.Bytes -= int64(len(r.text))
+		}
+		return nil
 	})
 	if err != nil {
 		return st, memgate.Wrap(op, err)
@@ -91,6 +104,7 @@ const (
 	cursorCreatedDesc = 'd'
 	cursorExport      = 'e'
 	cursorCandidate   = 'k'
+	cursorTrash       = 't'
 )
 
 // List returns one page of memories in the asked order, narrowed by tags
@@ -141,6 +155,7 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 		return memgate.Page{}, err
 	}
 	page := memgate.Page{Memories: []memgate.Memory{}}
+	clock := s.lazyNow()
 	err = s.view(func(v *view) error {
 		page.Memories, page.NextCursor = page.Memories[:0], ""
 		t := s.txn(v.tx)
@@ -202,6 +217,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			}
 			if created && string(createdKey(&r)) != string(k) {
 				return errMisplaced
+			}
+			if r.expiredBy(clock) {
+				continue
 			}
 			m, err := r.memory(doc)
 			if err != nil {
@@ -290,7 +308,7 @@ var (
 
 // listNewest is a narrowed listing in update order.
 func (s *Store) listNewest(v *view, w *walk, t *txn, tags []string, md map[string]any, after []byte, limit int, take func(int, memgate.Memory) bool, page *memgate.Page) error {
-	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, descending, orderSeveral)
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, "", descending, orderSeveral)
 	if err != nil {
 		return err
 	}
@@ -396,7 +414,7 @@ func (n narrowing) has(doc uint64) (bool, error) {
 }
 
 func (s *Store) narrow(v *view, w *walk, tags []string, md map[string]any) (narrowing, error) {
-	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, ascending, orderSeveral)
+	f, err := s.newFilter(v, w, tags, memgate.TagsAll, md, "", ascending, orderSeveral)
 	if err != nil {
 		return narrowing{}, err
 	}

@@ -49,8 +49,13 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 	if _, err := memgate.NormalizeMetadata("filter", q.Filter); err != nil {
 		return memgate.Result{}, err
 	}
+	if q.SourceKind != "" {
+		if err := memgate.ValidateSourceKind("source_kind", q.SourceKind); err != nil {
+			return memgate.Result{}, err
+		}
+	}
 	hasText := strings.TrimSpace(q.Text) != ""
-	if !hasText && len(tags) == 0 && len(q.Filter) == 0 {
+	if !hasText && len(tags) == 0 && len(q.Filter) == 0 && q.SourceKind == "" {
 		return memgate.Result{}, memgate.Invalid("query", "search needs a query, tags or a filter")
 	}
 	if err := cancelled(ctx); err != nil {
@@ -72,7 +77,7 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		if hasText {
 			order = orderAlways
 		}
-		f, err := s.newFilter(v, w, tags, mode, q.Filter, dir, order)
+		f, err := s.newFilter(v, w, tags, mode, q.Filter, q.SourceKind, dir, order)
 		if err != nil {
 			return err
 		}

@@ -49,7 +49,8 @@ var (
 const (
 	schemaBase    = 1
 	schemaGone    = 2
-	schemaVersion = schemaGone
+	schemaRecords = 3 // records may hold fields after the metadata (expiry, source): for good
+	schemaVersion = schemaRecords
 )
 
 // FileName is the name of a store's file inside its folder.
@@ -90,6 +91,13 @@ type Options struct {
 	// one (ErrOtherNamespace otherwise); one created without, or by an
 	// older memgate, opens with any.
 	Binding string
+	// MaxMemories and MaxBytes (text bytes), when above 0, bound what the
+	// store holds: a write past one fails with quota_exceeded.
+	MaxMemories int64
+	MaxBytes    int64
+	// TrashRetention, when above 0, makes Delete keep the memory in the
+	// trash, where Sweep deletes it once this long has passed.
+	TrashRetention time.Duration
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for

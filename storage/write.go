@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -18,56 +19,93 @@ import (
 // otherwise it fails with version_conflict, whose details carry the current
 // version (0 when there is none).
 func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error) {
+	r, err := s.put(ctx, w, nil)
+	return r.Memory, r.Created, err
+}
+
+// Write is Put, saying whether the write was a duplicate. A write with no
+// id and no if_version whose text equals that of a live memory — compared
+// after Unicode NFC, case folding, trimming and collapsing runs of white
+// space — stores nothing and returns that memory, unless w.AllowDuplicate.
+func (s *Store) Write(ctx context.Context, w memgate.Write) (memgate.Written, error) {
 	return s.put(ctx, w, nil)
 }
 
 // put is Put with an extra step, then, run in the same transaction after
 // the write.
-func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error) (memgate.Memory, bool, error) {
+func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error) (memgate.Written, error) {
 	const op = "storage.Put"
 	w, err := w.Normalize(s.opts.MaxTextBytes)
 	if err != nil {
-		return memgate.Memory{}, false, err
+		return memgate.Written{}, err
 	}
+	dedup := w.ID == "" && w.IfVersion == nil && !w.AllowDuplicate
 	if w.ID == "" {
 		if w.ID, err = newID(); err != nil {
-			return memgate.Memory{}, false, err
+			return memgate.Written{}, err
 		}
+	}
+	if w.ExpiresAt != nil && !w.ExpiresAt.After(s.now()) {
+		return memgate.Written{}, memgate.Invalid("expires_at", "expires_at must be later than now")
 	}
 	p, err := s.prepare(w)
 	if err != nil {
-		return memgate.Memory{}, false, memgate.AsError(op, err)
+		return memgate.Written{}, memgate.AsError(op, err)
 	}
 	var (
-		rec     record
-		doc     uint64
-		created bool
+		rec  record
+		doc  uint64
+		done memgate.Written
 	)
 	err = s.write.do(func(t *txn) error {
 		if err := cancelled(ctx); err != nil {
 			return err
 		}
+		now := s.now().UnixNano()
+		done = memgate.Written{}
+		if dedup {
+			dup, dupDoc, err := t.duplicate(p.textKey, now)
+			if err != nil {
+				return err
+			}
+			if dupDoc != 0 {
+				rec, doc, done.Deduplicated = dup, dupDoc, true
+				return nil
+			}
+		}
 		old, oldDoc, err := t.lookup(w.ID)
 		if err != nil {
 			return err
 		}
-		if err := checkVersion(w.IfVersion, oldDoc); err != nil {
-			return err
+		// An expired memory is gone for every reader: the write creates.
+		live := oldDoc
+		if oldDoc != 0 && old.expired(now) {
+			live = 0
 		}
-		now := s.now().UnixNano()
-		if doc, err = t.nextDoc(); err != nil {
+		if err := checkVersion(w.IfVersion, live); err != nil {
 			return err
 		}
 		rec = p.rec
+		if w.TTL != 0 {
+			rec.expires = now + w.TTL.Nanoseconds()
+		}
+		if err := t.checkQuota(live == 0, len(rec.text)-liveBytes(&old, live)); err != nil {
+			return err
+		}
+		if doc, err = t.nextDoc(); err != nil {
+			return err
+		}
 		rec.origin, rec.created, rec.updated = doc, now, now
 		if oldDoc != 0 {
-			rec.origin, rec.created = old.origin, old.created
+			if live != 0 {
+				rec.origin, rec.created = old.origin, old.created
+			}
 			if err := t.remove(&old, oldDoc, doc); err != nil {
 				return err
 			}
 		}
-		created = oldDoc == 0
-		if err := t.insert(&rec, doc, p.entries, p.length); err != nil {
+		done.Created = live == 0
+		if err := t.insert(&rec, doc, &p); err != nil {
 			return err
 		}
 		if then != nil {
@@ -76,13 +114,56 @@ func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error)
 		return nil
 	})
 	if err != nil {
-		return memgate.Memory{}, false, memgate.AsError(op, err)
+		return memgate.Written{}, memgate.AsError(op, err)
 	}
-	mem, err := rec.memory(doc)
-	if err != nil {
-		return memgate.Memory{}, false, memgate.Internal(op, err)
+	if done.Memory, err = rec.memory(doc); err != nil {
+		return memgate.Written{}, memgate.Internal(op, err)
 	}
-	return mem, created, nil
+	return done, nil
+}
+
+// liveBytes is the text bytes of old, document doc (0: none).
+func liveBytes(old *record, doc uint64) int {
+	if doc == 0 {
+		return 0
+	}
+	return len(old.text)
+}
+
+// checkQuota refuses a write that would take the store past
+// Options.MaxMemories (adding one memory: adds) or Options.MaxBytes (text
+// bytes growing by grow), counting what the transaction already wrote.
+func (t *txn) checkQuota(adds bool, grow int) error {
+	o := t.s.opts
+	if o.MaxMemories > 0 && adds {
+		n, err := t.s.counter(t.meta, metaCount)
+		if err != nil {
+			return err
+		}
+		if int64(n)+t.counts[0]+1 > o.MaxMemories {
+			return quotaExceeded("memories", o.MaxMemories)
+		}
+	}
+	if o.MaxBytes > 0 && grow > 0 {
+		n, err := t.s.counter(t.meta, metaBytes)
+		if err != nil {
+			return err
+		}
+		if int64(n)+t.counts[1]+int64(grow) > o.MaxBytes {
+			return quotaExceeded("bytes", o.MaxBytes)
+		}
+	}
+	return nil
+}
+
+func quotaExceeded(kind string, limit int64) error {
+	what := "memories"
+	if kind == "bytes" {
+		what = "bytes of text"
+	}
+	return &memgate.Error{Code: memgate.CodeQuotaExceeded,
+		Message: fmt.Sprintf("the namespace holds its limit of %d %s; forget some memories first", limit, what),
+		Details: map[string]any{"kind": kind, "limit": limit}}
 }
 
 // prepared is a write's record and index entries, made before the write
@@ -92,6 +173,7 @@ type prepared struct {
 	rec     record // origin and times are set in the transaction
 	entries []indexEntry
 	length  int
+	textKey []byte // the key of its normalised text (see textKey)
 }
 
 func (s *Store) prepare(w memgate.Write) (prepared, error) {
@@ -100,7 +182,7 @@ func (s *Store) prepare(w memgate.Write) (prepared, error) {
 		return prepared{}, err
 	}
 	entries, length := s.entries(&rec)
-	return prepared{rec: rec, entries: entries, length: length}, nil
+	return prepared{rec: rec, entries: entries, length: length, textKey: s.seal.key(kindText, textKey(rec.text))}, nil
 }
 
 // Delete forgets one memory. With ifVersion set it forgets it only if its
@@ -121,7 +203,8 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 		if err != nil {
 			return err
 		}
-		if oldDoc == 0 {
+		clock := s.lazyNow()
+		if oldDoc == 0 || old.expiredBy(clock) {
 			return errNotFound
 		}
 		if err := checkVersion(ifVersion, oldDoc); err != nil {
@@ -130,6 +213,11 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 		stamp, err := t.nextDoc()
 		if err != nil {
 			return err
+		}
+		if s.opts.TrashRetention > 0 {
+			if err := t.toTrash(&old, oldDoc, clock()); err != nil {
+				return err
+			}
 		}
 		return t.remove(&old, oldDoc, stamp)
 	})
@@ -241,7 +329,7 @@ func createdKey(r *record) []byte {
 
 // insert writes r as document doc, with its index entries (from
 // Store.entries) and counters.
-func (t *txn) insert(r *record, doc uint64, entries []indexEntry, length int) error {
+func (t *txn) insert(r *record, doc uint64, p *prepared) error {
 	s := t.s
 	key := u64(doc)
 	if err := t.docs.Put(key, s.seal.seal(bucketDocs, key, r.marshal(make([]byte, 0, r.size())))); err != nil {
@@ -255,8 +343,11 @@ func (t *txn) insert(r *record, doc uint64, entries []indexEntry, length int) er
 	if err := t.created.Put(ck, s.seal.seal(bucketCreated, ck, binary.AppendUvarint(nil, doc))); err != nil {
 		return err
 	}
-	t.change.adds = append(t.change.adds, tailDoc{doc: doc, entries: entries, length: length})
-	return t.count(1, len(r.text), length)
+	if err := t.keep(r, doc, p.textKey); err != nil {
+		return err
+	}
+	t.change.adds = append(t.change.adds, tailDoc{doc: doc, entries: p.entries, length: p.length})
+	return t.count(1, len(r.text), p.length)
 }
 
 // remove takes document doc (holding r) out of the store and the index.
@@ -275,6 +366,9 @@ func (t *txn) remove(r *record, doc, stamp uint64) error {
 		if err := t.markGone(doc, stamp, entries); err != nil {
 			return err
 		}
+	}
+	if err := t.drop(r, doc); err != nil {
+		return err
 	}
 	if err := t.docs.Delete(u64(doc)); err != nil {
 		return err

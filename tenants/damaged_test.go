@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,8 +195,8 @@ func TestRealDamagedStoreFailsFastAndThePoolCloses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 20 {
-			if _, _, err := s.Put(ctx, memgate.Write{Text: "a memory worth a page or two of postings"}); err != nil {
+		for i := range 20 {
+			if _, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprint(i, " a memory worth a page or two of postings")}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,6 +19,7 @@ type Store interface {
 	Search(ctx context.Context, q memgate.Query) (memgate.Result, error)
 	Stats(ctx context.Context) (memgate.StoreStats, error)
 	Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error)
+	Write(ctx context.Context, w memgate.Write) (memgate.Written, error)
 	Delete(ctx context.Context, id string, ifVersion *int64) error
 	Export(ctx context.Context, w io.Writer, cursor string, limit int) (int, string, error)
 	ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error)
@@ -86,6 +87,10 @@ func (noStore) Stats(context.Context) (memgate.StoreStats, error) { return memga
 
 func (noStore) Put(context.Context, memgate.Write) (memgate.Memory, bool, error) {
 	return memgate.Memory{}, false, memgate.Internal("tenants.noStore", errNoWrite)
+}
+
+func (noStore) Write(context.Context, memgate.Write) (memgate.Written, error) {
+	return memgate.Written{}, memgate.Internal("tenants.noStore", errNoWrite)
 }
 
 func (noStore) Delete(context.Context, string, *int64) error { return errNoMemory }

@@ -154,7 +154,7 @@ func TestAnExportedIDDoesNotReplaceAMemory(t *testing.T) {
 		"MEMGATE_OUT": filepath.Join(dir, "out.jsonl"), "MEMGATE_ON_CONFLICT": "fail", "MEMGATE_FILTER": "k=v",
 		"MEMGATE_TEXT": "env text", "MEMGATE_QUERY": "nothing"}
 	first := mg(t, e, "", "remember", "x").ok(t)
-	second := mg(t, e, "", "remember", "x").ok(t)
+	second := mg(t, e, "", "remember", "x x").ok(t)
 	for _, m := range []map[string]any{first, second} {
 		if m["created"] != true || dig(m, "memory", "id") == "fixed-id" || dig(m, "memory", "title") != nil ||
 			len(dig(m, "memory", "tags").([]any)) != 0 {

@@ -1,0 +1,252 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"strings"
+	"time"
+	"unicode"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/memgate/memgate"
+)
+
+// A memory's lifecycle beyond put and delete: expiry, duplicates, quotas and
+// the trash. Each keeps a small index in the transaction that writes the
+// memory, so that none of them ever scans the store:
+//
+//	expiry    expires_at, document number → nothing: what the sweeper deletes
+//	          and what readers hide, oldest first
+//	hashes    key(normalised text), document number → nothing: duplicates
+//	trash     key(id) → a forgotten memory: when, and its record
+//	trash_at  forgotten at, key(id) → nothing: what the sweeper purges
+//
+// The buckets are made by the first write that needs them.
+var (
+	bucketExpiry  = []byte("expiry")
+	bucketHashes  = []byte("hashes")
+	bucketTrash   = []byte("trash")
+	bucketTrashAt = []byte("trash_at")
+)
+
+// Kinds of content-derived keys of the lifecycle.
+const (
+	kindText   byte = 'h' // a memory's normalised text, hashed
+	kindSource byte = 's' // a source kind, indexed for search's source_kind
+)
+
+// textKey is what duplicates share: the SHA-256 of the text after Unicode
+// NFC, case folding, trimming and collapsing runs of white space.
+func textKey(text string) string {
+	folded := cases.Fold().String(norm.NFC.String(text))
+	var b strings.Builder
+	b.Grow(len(folded))
+	space := false
+	for _, r := range strings.TrimSpace(folded) {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// twoKey is a key of two parts: a prefix (a time, or a content key) and a
+// document number or another key.
+func twoKey(a, b []byte) []byte { return append(append(make([]byte, 0, len(a)+len(b)), a...), b...) }
+
+// bucket returns the lifecycle bucket name of tx, making it if needed.
+func (t *txn) bucket(name []byte) (*bolt.Bucket, error) {
+	if b := t.tx.Bucket(name); b != nil {
+		return b, nil
+	}
+	return t.tx.CreateBucket(name)
+}
+
+// keep records r (document doc) in the lifecycle indexes; textKey is its
+// textKey, under the store's key step.
+func (t *txn) keep(r *record, doc uint64, textKey []byte) error {
+	if r.expires != 0 {
+		b, err := t.bucket(bucketExpiry)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(twoKey(u64(uint64(r.expires)), u64(doc)), nil); err != nil {
+			return err
+		}
+	}
+	if r.extended() {
+		if err := t.raiseSchema(schemaRecords); err != nil {
+			return err
+		}
+	}
+	b, err := t.bucket(bucketHashes)
+	if err != nil {
+		return err
+	}
+	return b.Put(twoKey(textKey, u64(doc)), nil)
+}
+
+// drop takes r (document doc) out of the lifecycle indexes.
+func (t *txn) drop(r *record, doc uint64) error {
+	if b := t.tx.Bucket(bucketExpiry); b != nil && r.expires != 0 {
+		if err := b.Delete(twoKey(u64(uint64(r.expires)), u64(doc))); err != nil {
+			return err
+		}
+	}
+	if b := t.tx.Bucket(bucketHashes); b != nil {
+		return b.Delete(twoKey(t.s.seal.key(kindText, textKey(r.text)), u64(doc)))
+	}
+	return nil
+}
+
+// raiseSchema sets the store's schema to at least v.
+func (t *txn) raiseSchema(v uint64) error {
+	if cur := t.meta.Get(metaSchema); len(cur) == 8 && binary.BigEndian.Uint64(cur) >= v {
+		return nil
+	}
+	return t.meta.Put(metaSchema, u64(v))
+}
+
+// expired reports whether r is gone at now (Unix nanoseconds).
+func (r *record) expired(now int64) bool { return r.expires != 0 && r.expires <= now }
+
+// expiredBy is expired at the time clock gives, which it reads only for a
+// memory that expires.
+func (r *record) expiredBy(clock func() int64) bool { return r.expires != 0 && r.expires <= clock() }
+
+// lazyNow returns a clock that reads s's clock once, when first asked: a
+// read that meets no expiring memory never reads it.
+func (s *Store) lazyNow() func() int64 {
+	var at int64
+	return func() int64 {
+		if at == 0 {
+			at = s.now().UnixNano()
+		}
+		return at
+	}
+}
+
+// duplicate returns a live memory whose text has textKey, if any.
+func (t *txn) duplicate(textKey []byte, now int64) (record, uint64, error) {
+	b := t.tx.Bucket(bucketHashes)
+	if b == nil {
+		return record{}, 0, nil
+	}
+	c := b.Cursor()
+	for k, _ := c.Seek(textKey); k != nil && len(k) == len(textKey)+8 && string(k[:len(textKey)]) == string(textKey); k, _ = c.Next() {
+		doc := binary.BigEndian.Uint64(k[len(textKey):])
+		r, err := t.record(doc)
+		if err != nil {
+			return record{}, 0, err
+		}
+		if !r.expired(now) {
+			return r, doc, nil
+		}
+	}
+	return record{}, 0, nil
+}
+
+// expiredDocs appends to dst the documents that expired by the time clock
+// gives and are not swept yet, in expiry order.
+func expiredDocs(tx *bolt.Tx, clock func() int64, dst []goneDoc) []goneDoc {
+	b := tx.Bucket(bucketExpiry)
+	if b == nil {
+		return dst
+	}
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(k) == 16 && int64(binary.BigEndian.Uint64(k)) <= clock(); k, _ = c.Next() {
+		dst = append(dst, goneDoc{doc: binary.BigEndian.Uint64(k[8:])})
+	}
+	return dst
+}
+
+// sweepBatch bounds the memories one sweep transaction deletes, so that a
+// sweep never holds the committer for long.
+const sweepBatch = 256
+
+// Sweep deletes the memories that have expired, and the trash entries
+// older than retention (0: none kept), in transactions of at most
+// sweepBatch; it returns how many of each it deleted.
+func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, purged int, err error) {
+	const op = "storage.Sweep"
+	for {
+		n, err := s.sweepOnce(ctx, func(t *txn, now int64) (int, error) { return t.sweepExpired(now) })
+		expired += n
+		if err != nil {
+			return expired, purged, memgate.AsError(op, err)
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	for {
+		n, err := s.sweepOnce(ctx, func(t *txn, now int64) (int, error) {
+			return t.purgeTrash(now - retention.Nanoseconds())
+		})
+		purged += n
+		if err != nil {
+			return expired, purged, memgate.AsError(op, err)
+		}
+		if n < sweepBatch {
+			return expired, purged, nil
+		}
+	}
+}
+
+func (s *Store) sweepOnce(ctx context.Context, fn func(t *txn, now int64) (int, error)) (int, error) {
+	if err := cancelled(ctx); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.write.do(func(t *txn) error {
+		var err error
+		n, err = fn(t, s.now().UnixNano())
+		return err
+	})
+	return n, err
+}
+
+// sweepExpired deletes up to sweepBatch memories expired at now.
+func (t *txn) sweepExpired(now int64) (int, error) {
+	b := t.tx.Bucket(bucketExpiry)
+	if b == nil {
+		return 0, nil
+	}
+	var docs []uint64
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(docs) < sweepBatch; k, _ = c.Next() {
+		if len(k) != 16 {
+			return 0, errBadRecord
+		}
+		if int64(binary.BigEndian.Uint64(k)) > now {
+			break
+		}
+		docs = append(docs, binary.BigEndian.Uint64(k[8:]))
+	}
+	for _, doc := range docs {
+		r, err := t.record(doc)
+		if err != nil {
+			return 0, err
+		}
+		stamp, err := t.nextDoc()
+		if err != nil {
+			return 0, err
+		}
+		if err := t.remove(&r, doc, stamp); err != nil {
+			return 0, err
+		}
+	}
+	return len(docs), nil
+}
