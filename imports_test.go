@@ -81,6 +81,7 @@ func TestImportRules(t *testing.T) {
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
 			"the gateway uses the MCP surface only to build servers; " + otelWhy},
 		{"telemetry", nil, otelSDK, otelWhy},
+		{"telemetry/otlptest", nil, otelSDK, "the test receiver decodes the OTLP protocol's messages, without the SDK"},
 	}
 	for _, r := range rules {
 		for _, p := range imports(t, r.dir) {
