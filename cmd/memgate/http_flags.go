@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/memgate/memgate/server/gateway"
@@ -42,7 +43,7 @@ func (f *httpFlags) validate(bad badFunc) {
 			bad("metrics-bind", "must be HOST:PORT, such as 127.0.0.1:9464")
 		case !loopbackBind(f.MetricsBind) && !f.AllowRemote:
 			bad("metrics-bind", "not a loopback address; add --allow-remote to let other machines scrape it")
-		case f.MetricsBind == f.Bind:
+		case f.MetricsBind == f.Bind && !strings.HasSuffix(f.Bind, ":0"):
 			bad("metrics-bind", "must differ from --bind")
 		}
 	}

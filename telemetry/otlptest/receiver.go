@@ -61,8 +61,11 @@ type Receiver struct {
 }
 
 // Start starts a receiver on a free loopback port.
-func Start() (*Receiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func Start() (*Receiver, error) { return StartOn("127.0.0.1:0") }
+
+// StartOn starts a receiver on addr, a loopback address.
+func StartOn(addr string) (*Receiver, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
