@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -209,4 +210,53 @@ func get(t *testing.T, url string, status int) string {
 		t.Fatalf("GET %s: %s, want %d", url, resp.Status, status)
 	}
 	return string(b)
+}
+
+// Every metric the Grafana dashboard in deploy/ queries is one that serve
+// exports, under the name Prometheus shows.
+func TestDashboardQueriesExportedMetrics(t *testing.T) {
+	clearOTEL(t)
+	b, err := os.ReadFile("../../deploy/grafana/memgate-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--metrics")
+	callSearch(t, s.url, nil)
+	req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader("{}"))
+	req.Host = "elsewhere.example" // a refusal
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	body := get(t, strings.TrimSuffix(s.url, "/mcp")+"/metrics", 200)
+	// Counters that only appear once their event has happened.
+	later := map[string]bool{"memgate_pool_evictions_total": true, "memgate_pool_refusals_total": true}
+	names := regexp.MustCompile(`\b([a-z][a-z0-9_]*)\{`)
+	checked := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range names.FindAllStringSubmatch(tg.Expr, -1) {
+				name := m[1]
+				if later[name] {
+					continue
+				}
+				checked++
+				if !strings.Contains(body, "\n"+name+"{") && !strings.Contains(body, "\n"+name+" ") {
+					t.Errorf("the dashboard queries %s, which /metrics does not have", name)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("%d metric names checked", checked)
+	}
 }
