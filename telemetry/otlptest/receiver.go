@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	collmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -58,7 +59,12 @@ type Receiver struct {
 	spans   []Span
 	metrics []Metric
 	errs    []error
+	conns   atomic.Int64
 }
+
+// Connections is the number of connections made to the receiver: an
+// exporter left at its defaults speaks TLS, which is never a request here.
+func (r *Receiver) Connections() int64 { return r.conns.Load() }
 
 // Start starts a receiver on a free loopback port.
 func Start() (*Receiver, error) { return StartOn("127.0.0.1:0") }
@@ -73,7 +79,12 @@ func StartOn(addr string) (*Receiver, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", r.traces)
 	mux.HandleFunc("POST /v1/metrics", r.metricsExport)
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				r.conns.Add(1)
+			}
+		}}
 	go r.srv.Serve(ln)
 	return r, nil
 }
