@@ -363,12 +363,16 @@ func TestTelemetryOfACallOverStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := runLines(t, srv, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+	// Two sessions, one after the other: the calls of one session run
+	// concurrently, and the search must find what the remember wrote.
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember","arguments":{"text":"staging deploys happen on Tuesdays"}}}
-{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search","arguments":{"query":"staging"},"_meta":{"traceparent":"`+agentPipe.traceparent()+`","tracestate":"vendor=1"}}}
+`
+	out := runLines(t, srv, initialize+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember","arguments":{"text":"staging deploys happen on Tuesdays"}}}
 `)
-	if strings.Contains(out, `"isError"`) || strings.Count(out, "\n") != 3 {
+	out += runLines(t, srv, initialize+`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search","arguments":{"query":"staging"},"_meta":{"traceparent":"`+agentPipe.traceparent()+`","tracestate":"vendor=1"}}}
+`)
+	if strings.Contains(out, `"isError"`) || strings.Count(out, "\n") != 4 {
 		t.Fatalf("answers:\n%s", out)
 	}
 	spans, _ := e.flush(t, "tools/call search", "search_memory", "tools/call remember", "upsert_memory")
