@@ -501,3 +501,45 @@ func TestTelemetryHoldsNoContent(t *testing.T) {
 	}
 	t.Logf("%d spans and %d metric exports, %d strings scanned", len(spans), len(metrics), scanned)
 }
+
+// A 2026-07-28 request, which has no session, and each call of a
+// 2025-03-26 batch get their own MCP span, under the HTTP request's span,
+// with their own JSON-RPC ids.
+func TestTelemetryOfStatelessRequestsAndBatches(t *testing.T) {
+	e := newExported(t)
+	g := startGatewayOn(t, e.pool(t), gateway.Options{Telemetry: e.providers()}, server.Options{Telemetry: e.providers()})
+	header := map[string]string{"traceparent": agentHTTP.traceparent(), "Mcp-Method": "tools/call", "Mcp-Name": "stats"}
+	resp := g.post(rpc{version: gateway.RevisionStateless, header: header,
+		body: `{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":"stats","arguments":{},"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+			`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`})
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stateless stats: %s", resp.Status)
+	}
+	session := g.initialize("2025-03-26", nil)
+	status, body := g.batch(session, []string{
+		`{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":"b-32","method":"tools/call","params":{"name":"list","arguments":{}}}`,
+	})
+	if status != http.StatusOK {
+		t.Fatalf("batch: %d %s", status, body)
+	}
+	spans, _ := e.flush(t, "tools/call stats", "tools/call stats", "tools/call list")
+	tr := tree(spans)
+	stateless := mcpSpan(t, spans, "tools/call stats", "s-1")
+	wantAttrs(t, stateless, map[string]string{"mcp.protocol.version": "2026-07-28", "network.transport": "tcp"})
+	if p := tr[stateless.ParentID()]; p.Name != "POST /mcp" || p.ParentID() != agentHTTP.span {
+		t.Errorf("the stateless call's parent is %q under %s, want POST /mcp under the caller's %s", p.Name, p.ParentID(), agentHTTP.span)
+	}
+	if _, ok := tr.children(stateless)["memgate.lease"]; !ok {
+		t.Error("no lease span under the stateless call")
+	}
+	first, second := mcpSpan(t, spans, "tools/call stats", "31"), mcpSpan(t, spans, "tools/call list", "b-32")
+	wantAttrs(t, first, map[string]string{"mcp.protocol.version": "2025-03-26"})
+	if first.ParentID() != second.ParentID() || tr[first.ParentID()].Name != "POST /mcp" {
+		t.Errorf("the batch's calls are under %q and %q, want both under its one HTTP span",
+			tr[first.ParentID()].Name, tr[second.ParentID()].Name)
+	}
+}
