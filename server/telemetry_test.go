@@ -453,6 +453,10 @@ func TestTelemetryHoldsNoContent(t *testing.T) {
 			t.Fatalf("%s: %s", c.tool, resp.Status)
 		}
 	}
+	// A path of the caller's, which the HTTP span must not repeat.
+	if resp, err := http.Get(g.base + "/" + secrets["namespace"] + "/" + secrets["id"]); err == nil {
+		resp.Body.Close()
+	}
 	// A resource read and a prompt, which carry an id and a topic too.
 	for i, body := range []string{
 		fmt.Sprintf(`"method":"resources/read","params":{"uri":"memgate://namespace/%s/memory/%s"}`, secrets["namespace"], secrets["id"]),
@@ -464,7 +468,7 @@ func TestTelemetryHoldsNoContent(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	spans, metrics := e.flush(t, "tools/call remember", "tools/call search", "tools/call forget", "prompts/get recall-context")
+	spans, metrics := e.flush(t, "tools/call remember", "tools/call search", "tools/call forget", "prompts/get recall-context", "GET")
 	if len(spans) < 20 {
 		t.Fatalf("%d spans exported, want those of every call", len(spans))
 	}

@@ -121,9 +121,14 @@ func (g *Gateway) route(next echo.HandlerFunc) echo.HandlerFunc {
 		if l, ok := otelhttp.LabelerFromContext(ctx); ok {
 			l.Add(attribute.String("http.route", route))
 		}
-		if span := trace.SpanFromContext(ctx); span.IsRecording() && route != unmatchedRoute {
-			span.SetName(spanMethod(c.Request().Method) + " " + route)
-			span.SetAttributes(attribute.String("http.route", route))
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			// url.path is the route too, never the path sent: a path may
+			// name a namespace or a memory.
+			span.SetAttributes(attribute.String("url.path", route))
+			if route != unmatchedRoute {
+				span.SetName(spanMethod(c.Request().Method) + " " + route)
+				span.SetAttributes(attribute.String("http.route", route))
+			}
 		}
 		return next(c)
 	}
