@@ -303,7 +303,10 @@ func (s *Server) observeLease(l Lease) Lease {
 }
 
 // observedStore reports each operation of a leased store: a span and the
-// memory metrics. The store's other methods pass through as they are.
+// memory metrics. The store's other methods pass through as they are; an
+// optional interface a tool asserts on its store (Proposer) needs a method
+// here, or the assertion fails whenever telemetry is on
+// (TestObservedStoreKeepsTheStoreInterfaces).
 type observedStore struct {
 	Store
 	o  *observer
