@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
 )
 
@@ -59,5 +63,37 @@ func TestObservedStoreKeepsTheStoreInterfaces(t *testing.T) {
 		if real.Implements(typ) && !observed.Implements(typ) {
 			t.Errorf("*storage.Store is a %s and the observed store is not", name)
 		}
+	}
+}
+
+// With nothing installed, observing a request and its lease allocates
+// nothing: no span, no attribute, no wrapped store.
+func TestObservingNothingAllocatesNothing(t *testing.T) {
+	st := &observedStore{} // any Store
+	lease := func(context.Context, memgate.Namespace) (Store, func(), error) { return st, func() {}, nil }
+	s, err := New(Options{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &mcp.CallToolResult{}
+	handler := s.observe(func(context.Context, string, mcp.Request) (mcp.Result, error) { return res, nil })
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: ToolSearch,
+		Meta: mcp.Meta{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		if got, err := handler(ctx, "tools/call", req); got != res || err != nil {
+			t.Fatal(got, err)
+		}
+	}); n != 0 {
+		t.Errorf("a request allocates %.1f times in the middleware, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if got, release, err := s.lease(ctx, "default"); got != st || err != nil {
+			t.Fatal(got, err)
+		} else {
+			release()
+		}
+	}); n != 0 {
+		t.Errorf("a lease allocates %.1f times, want 0 (the store unwrapped)", n)
 	}
 }

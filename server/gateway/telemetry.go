@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -82,15 +83,16 @@ func (g *Gateway) instrument(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, real)
 	})
-	tp := g.opts.Telemetry.Tracer
+	// Without spans, a caller's trace context is not even read.
+	tp, prop := g.opts.Telemetry.Tracer, g.opts.Telemetry.TextMapPropagator()
 	if tp == nil {
-		tp = noop.NewTracerProvider()
+		tp, prop = noop.NewTracerProvider(), propagation.NewCompositeTextMapPropagator()
 	}
 	traced := otelhttp.NewHandler(inner, "memgate.http",
 		otelhttp.WithServerName(serverName),
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithMeterProvider(g.opts.Telemetry.MeterProvider()),
-		otelhttp.WithPropagators(g.opts.Telemetry.TextMapPropagator()),
+		otelhttp.WithPropagators(prop),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return spanMethod(r.Method) }))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		shown := r.WithContext(context.WithValue(r.Context(), hostKey{}, r.Host))
