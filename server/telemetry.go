@@ -56,6 +56,7 @@ type observer struct {
 	recall    metric.Int64Histogram   // memory.recall.results
 	items     metric.Int64Counter     // memory.items
 	bytes     metric.Int64Counter     // memory.bytes
+	dedup     metric.Int64Counter     // memgate.memory.deduplicated
 }
 
 // durationBuckets are the bounds of the duration histograms, in seconds:
@@ -90,6 +91,10 @@ func newObserver(p telemetry.Providers) (*observer, error) {
 	}
 	if o.bytes, err = m.Int64Counter(telemetry.MetricMemoryBytes, metric.WithUnit("By"),
 		metric.WithDescription("Text bytes of the memories written.")); err != nil {
+		return nil, err
+	}
+	if o.dedup, err = m.Int64Counter(telemetry.MetricMemoryDeduplicated, metric.WithUnit("{memory}"),
+		metric.WithDescription("Remembers answered with an existing memory of the same text.")); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -350,6 +355,15 @@ func (st *observedStore) end(ctx context.Context, span trace.Span, genaiOp, op s
 			attrs = append(attrs, telemetry.ErrorType.String(errType))
 		}
 		st.o.memDur.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	}
+}
+
+// deduplicated counts a remember answered with an existing memory instead
+// of a new one: the hook of duplicate detection (a counter exports nothing
+// until it is first added to).
+func (s *Server) deduplicated(ctx context.Context) {
+	if s.obs.dedup.Enabled(ctx) {
+		s.obs.dedup.Add(ctx, 1)
 	}
 }
 
