@@ -47,6 +47,15 @@ func imports(t *testing.T, dir string) []string {
 
 func standard(p string) bool { return !strings.Contains(strings.Split(p, "/")[0], ".") }
 
+// otelSDK reports whether p is OpenTelemetry's SDK or an exporter, which
+// only cmd/memgate installs: the packages use the API.
+func otelSDK(p string) bool {
+	return strings.HasPrefix(p, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(p, "go.opentelemetry.io/otel/exporters") ||
+		strings.HasPrefix(p, "go.opentelemetry.io/contrib/exporters")
+}
+
+const otelWhy = "packages use the OpenTelemetry API only; cmd/memgate installs the SDK and exporters"
+
 // The arrows of DESIGN.md point inward, one way: the root package knows only
 // the standard library; search does no I/O; storage knows no namespaces,
 // MCP or auth; tenants knows storage; auth and server know only the root
@@ -64,11 +73,15 @@ func TestImportRules(t *testing.T) {
 		{".", nil, func(p string) bool { return !standard(p) }, "the root package imports only the standard library"},
 		{"search", []string{module}, func(p string) bool { return slices.Contains(io, p) }, "search does no I/O"},
 		{"storage", []string{module, module + "/search"}, nil, ""},
-		{"tenants", []string{module, module + "/storage"}, nil, ""},
+		{"tenants", []string{module, module + "/storage", module + "/telemetry"}, otelSDK, otelWhy},
 		{"auth", []string{module}, nil, ""},
-		{"server", []string{module, module + "/server/message"}, nil, "server reaches stores and auth through its own interfaces"},
+		{"server", []string{module, module + "/server/message", module + "/telemetry"}, otelSDK,
+			"server reaches stores and auth through its own interfaces; " + otelWhy},
 		{"server/message", []string{module}, nil, ""},
-		{"server/gateway", []string{module, module + "/server", module + "/server/message"}, nil, "the gateway uses the MCP surface only to build servers"},
+		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
+			"the gateway uses the MCP surface only to build servers; " + otelWhy},
+		{"telemetry", nil, otelSDK, otelWhy},
+		{"telemetry/otlptest", nil, otelSDK, "the test receiver decodes the OTLP protocol's messages, without the SDK"},
 	}
 	for _, r := range rules {
 		for _, p := range imports(t, r.dir) {

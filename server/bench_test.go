@@ -10,26 +10,73 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/telemetry"
+	"github.com/memgate/memgate/telemetry/otlptest"
 	"github.com/memgate/memgate/tenants"
 )
 
-func benchServer(b *testing.B) *server.Server {
-	pool, err := tenants.NewPool(tenants.Options{Dir: b.TempDir(), Store: storage.Options{NoSync: true}})
+func benchServer(b *testing.B) *server.Server { return benchServerWith(b, telemetry.Providers{}) }
+
+// benchServerWith is benchServer reporting through p.
+func benchServerWith(b *testing.B, p telemetry.Providers) *server.Server {
+	var meter metric.Meter
+	if p.Meter != nil {
+		meter = p.Meter.Meter(telemetry.ScopeTenants)
+	}
+	pool, err := tenants.NewPool(tenants.Options{Dir: b.TempDir(), Store: storage.Options{NoSync: true},
+		Tracer: p.Tracer, Meter: meter})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { pool.Close(b.Context()) })
-	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease), Telemetry: p})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return srv
+}
+
+// benchExported is the OpenTelemetry SDK as serve installs it with an OTLP
+// endpoint: spans through a batch processor and metrics through a periodic
+// reader, exported over OTLP/HTTP to a receiver on 127.0.0.1 in the same
+// process, which decodes them.
+func benchExported(b *testing.B) telemetry.Providers {
+	rcv, err := otlptest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(rcv.Endpoint()), otlptracehttp.WithInsecure())
+	if err != nil {
+		b.Fatal(err)
+	}
+	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(rcv.Endpoint()), otlpmetrichttp.WithInsecure())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(time.Second))))
+	b.Cleanup(func() {
+		tp.Shutdown(ctx)
+		mp.Shutdown(ctx)
+		if len(rcv.Spans()) == 0 {
+			b.Error("no span reached the receiver")
+		}
+		rcv.Close()
+	})
+	return telemetry.Providers{Tracer: tp, Meter: mp}
 }
 
 // BenchmarkCallRemember is the server's own share of a write: decoding,
@@ -100,23 +147,34 @@ func addNoop(m *mcp.Server) {
 
 // BenchmarkGateway is one tools/call through the HTTP gateway, from a raw
 // HTTP client in the same process over loopback: the gateway's middleware,
-// the SDK's streamable handler and a session, and the tool.
+// the SDK's streamable handler and a session, and the tool. The -otel
+// cases export every span and metric of each call (benchExported), the
+// others report through nothing, as serve does with no OTEL_* variable.
 func BenchmarkGateway(b *testing.B) {
-	for _, c := range []struct{ name, tool, args string }{
-		{"noop", "noop", `{}`},
-		{"stats", "stats", `{}`},
-		{"search10", "search", `{"query":"staging deploys","limit":10}`},
-		{"search1", "search", `{"query":"staging deploys","limit":1}`},
+	for _, c := range []struct {
+		name, tool, args string
+		otel             bool
+	}{
+		{"noop", "noop", `{}`, false},
+		{"stats", "stats", `{}`, false},
+		{"search10", "search", `{"query":"staging deploys","limit":10}`, false},
+		{"search1", "search", `{"query":"staging deploys","limit":1}`, false},
+		{"noop-otel", "noop", `{}`, true},
+		{"search10-otel", "search", `{"query":"staging deploys","limit":10}`, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			srv := benchServer(b)
+			var tel telemetry.Providers
+			if c.otel {
+				tel = benchExported(b)
+			}
+			srv := benchServerWith(b, tel)
 			for i := range 200 {
 				args := fmt.Sprintf(`{"text":"note %d about deploys, reviews and the staging pipeline, with a few more words to make it the size of a real memory"}`, i)
 				if _, err := srv.Call(b.Context(), "remember", json.RawMessage(args)); err != nil {
 					b.Fatal(err)
 				}
 			}
-			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, gateway.Options{})
+			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, gateway.Options{Telemetry: tel})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -150,11 +208,16 @@ func BenchmarkGateway(b *testing.B) {
 			post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, c.tool, c.args)
 			b.ReportAllocs()
+			cpu, n := cpuTime(), 0
 			for b.Loop() {
 				if resp, body := post(session, call); resp.StatusCode != 200 || bytes.Contains(body, []byte(`"isError":true`)) {
 					b.Fatalf("%s: %s", resp.Status, body)
 				}
+				n++
 			}
+			// The process's CPU per call, client, exporter and receiver
+			// included: steadier than the time per call on a shared machine.
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(n), "cpu-ns/op")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/telemetry"
 )
 
 // Write modes (--write-mode).
@@ -80,6 +81,9 @@ type Options struct {
 	WriteScope string
 	// Version is the server version announced at initialisation.
 	Version string
+	// Telemetry is what the server reports spans and metrics through
+	// (telemetry.go); the zero value makes no span.
+	Telemetry telemetry.Providers
 }
 
 // Server is memgate's MCP server. It is safe for concurrent use, and one
@@ -93,6 +97,10 @@ type Server struct {
 	maxReply int
 	enabled  map[string]bool
 	handlers map[string]mcp.ToolHandler
+
+	obs       *observer
+	lease     Lease // Options.Lease, observed
+	leaseOnly Lease // Options.LeaseRead, observed
 }
 
 // New checks opts and returns a server with the tools, resources and
@@ -122,7 +130,8 @@ func New(opts Options) (*Server, error) {
 		problems = append(problems, fmt.Errorf("server: Options.MaxResponseBytes must be at least %d, what the largest memory takes in an answer",
 			memgate.MinResponseBytes(opts.MaxTextBytes)))
 	}
-	if err := errors.Join(problems...); err != nil {
+	err := errors.Join(problems...)
+	if err != nil {
 		return nil, err
 	}
 
@@ -146,6 +155,11 @@ func New(opts Options) (*Server, error) {
 			opts.WriteMode == WriteCandidate && name == ToolForget
 		s.enabled[name] = !slices.Contains(opts.DisabledTools, name) && !off
 	}
+
+	if s.obs, err = newObserver(opts.Telemetry); err != nil {
+		return nil, fmt.Errorf("server: telemetry: %w", err)
+	}
+	s.lease, s.leaseOnly = s.observeLease(opts.Lease), s.observeLease(opts.LeaseRead)
 
 	s.mcp = s.NewMCP()
 	return s, nil
@@ -179,8 +193,10 @@ func (s *Server) NewMCP() *mcp.Server {
 	s.addResources(m)
 	s.addPrompts(m)
 	m.AddReceivingMiddleware(scrubErrors)
-	// Last, so that it is the outermost of this server's middleware.
 	m.AddReceivingMiddleware(s.recovering)
+	// Last, so that it is the outermost of this server's middleware: its
+	// span and duration take in the recovery's answer to a panic.
+	m.AddReceivingMiddleware(s.observe)
 	return m
 }
 

@@ -40,7 +40,8 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(filterLines(ctx, in, pw, lw, calls)) }()
 	sdk := &mcp.IOTransport{Reader: pr, Writer: batchBound{lw, int64(s.maxReply)}}
-	err := s.mcp.Run(ctx, answerCounter{sdk, calls})
+	// The calls' contexts come from this one: their spans say pipe.
+	err := s.mcp.Run(context.WithValue(ctx, transportKey{}, true), answerCounter{sdk, calls, s.obs.tracer != nil})
 	pr.Close() // the filter stops at its next line
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
@@ -66,10 +67,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // does, to see each message the server sends: every response is one call
 // answered, so the filter knows when every call read has its answer. A call
 // the session refuses before initialize (which the SDK answers with code 0,
-// quoting the method) gets -32600 and a fixed message.
+// quoting the method) gets -32600 and a fixed message. When spans are on,
+// each call read carries its JSON-RPC id to its span (RequestIDHeader).
 type answerCounter struct {
 	mcp.Transport
-	calls *inflight
+	calls  *inflight
+	traced bool
 }
 
 func (a answerCounter) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -77,12 +80,21 @@ func (a answerCounter) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{c, a.calls}, nil
+	return countingConn{c, a.calls, a.traced}, nil
 }
 
 type countingConn struct {
 	mcp.Connection
-	calls *inflight
+	calls  *inflight
+	traced bool
+}
+
+func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && c.traced && req.IsCall() && req.Extra == nil {
+		req.Extra = stdioExtra(req.ID)
+	}
+	return msg, err
 }
 
 // errNotInitialized answers a call that comes before initialize.

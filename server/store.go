@@ -52,17 +52,18 @@ type Lease func(ctx context.Context, ns memgate.Namespace) (Store, func(), error
 // store for a tool that writes, one that never does for the others.
 func (s *Server) leaseFor(t toolDef) Lease {
 	if t.write && t.tool.Name != ToolForget {
-		return s.opts.Lease
+		return s.lease
 	}
 	return s.leaseRead
 }
 
-// leaseRead is Options.LeaseRead, or Lease when there is none.
+// leaseRead is Options.LeaseRead, or Lease when there is none. (Both are
+// observed: telemetry.go.)
 func (s *Server) leaseRead(ctx context.Context, ns memgate.Namespace) (Store, func(), error) {
-	if s.opts.LeaseRead != nil {
-		return s.opts.LeaseRead(ctx, ns)
+	if s.leaseOnly != nil {
+		return s.leaseOnly(ctx, ns)
 	}
-	return s.opts.Lease(ctx, ns)
+	return s.lease(ctx, ns)
 }
 
 // LeaseOf adapts a lease function that returns a concrete store type, such as

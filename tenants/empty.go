@@ -39,6 +39,7 @@ func (p *Pool) LeaseRead(ctx context.Context, ns memgate.Namespace) (Store, func
 		if closed {
 			return nil, nil, errPoolClosed
 		}
+		p.observeEmpty(ctx)
 		return noStore{}, func() {}, nil
 	}
 	s, release, err := p.Lease(ctx, ns)

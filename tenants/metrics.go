@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/memgate/memgate/telemetry"
 )
 
 // poolMetrics are the instruments a Pool reports through.
@@ -12,6 +14,7 @@ type poolMetrics struct {
 	evictions   metric.Int64Counter
 	refusals    metric.Int64Counter
 	openLatency metric.Float64Histogram
+	lease       metric.Float64Histogram
 }
 
 func newPoolMetrics(m metric.Meter, open func() int) (*poolMetrics, error) {
@@ -31,6 +34,11 @@ func newPoolMetrics(m metric.Meter, open func() int) (*poolMetrics, error) {
 	}
 	if pm.openLatency, err = m.Float64Histogram("memgate.pool.open.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time to open a store.")); err != nil {
+		return nil, err
+	}
+	if pm.lease, err = m.Float64Histogram(telemetry.MetricLeaseDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time a call waited for its store, by outcome (hit, open, empty, refused, failed)."),
+		metric.WithExplicitBucketBoundaries(0.00001, 0.0001, 0.001, 0.01, 0.1, 1, 10)); err != nil {
 		return nil, err
 	}
 	_, err = m.Int64ObservableGauge("memgate.pool.open_stores",

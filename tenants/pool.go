@@ -15,9 +15,11 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/telemetry"
 )
 
 // DefaultMaxStores is the default of --max-stores.
@@ -39,6 +41,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter records the pool's metrics; nil means the global provider's.
 	Meter metric.Meter
+	// Tracer makes a span per lease (lease.go); nil makes none.
+	Tracer trace.TracerProvider
 	// RetryOpenAfter is how long a failed open is remembered: until then,
 	// leases of that namespace fail at once with the same error instead of
 	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
@@ -81,6 +85,7 @@ type Pool struct {
 	stores string
 	log    *slog.Logger
 	m      *poolMetrics
+	tracer trace.Tracer // nil: no spans
 
 	mu      sync.Mutex
 	idle    *sync.Cond                                // signalled when a lease ends
@@ -153,7 +158,10 @@ func NewPool(opts Options) (*Pool, error) {
 	p.idle = sync.NewCond(&p.mu)
 	meter := opts.Meter
 	if meter == nil {
-		meter = otel.Meter("github.com/memgate/memgate/tenants")
+		meter = otel.Meter(telemetry.ScopeTenants)
+	}
+	if opts.Tracer != nil {
+		p.tracer = opts.Tracer.Tracer(telemetry.ScopeTenants)
 	}
 	if p.m, err = newPoolMetrics(meter, p.openCount); err != nil {
 		root.Close()
@@ -182,6 +190,14 @@ func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store,
 // LeaseOpened is Lease that also reports whether this lease opened the
 // store (a miss), for tracing and benchmarks.
 func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), bool, error) {
+	if p.tracer == nil && !p.m.lease.Enabled(ctx) {
+		return p.leaseOpened(ctx, ns)
+	}
+	return p.observeLease(ctx, ns)
+}
+
+// leaseOpened is LeaseOpened, unobserved.
+func (p *Pool) leaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), bool, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {

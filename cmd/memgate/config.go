@@ -18,6 +18,7 @@ import (
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/telemetry"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -304,10 +305,12 @@ func (c *Config) logger(w io.Writer) *slog.Logger {
 		level = slog.LevelWarn
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// A line logged within a span carries its trace_id and span_id.
+	return slog.New(telemetry.LogHandler(h))
 }
 
 // flagDefaults are the defaults that a package states, by flag name: each

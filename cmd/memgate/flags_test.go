@@ -36,7 +36,7 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env"}
 	limits := []string{"max-memory-bytes", "max-response-bytes"}
 	server := append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg"}, limits...), store...)
-	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "bind", "allow-remote", "metrics", "max-sessions",
+	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "bind", "allow-remote", "metrics", "metrics-bind", "max-sessions",
 		"shutdown-grace", "tokens-file", "jwt-issuer", "jwt-jwks-url", "oauth-issuer", "clock-skew", "public-url",
 		"read-scope", "namespace-claim", "namespace-from-subject"}
 	join := func(lists ...[]string) []string {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/memgate/memgate/server/gateway"
@@ -27,6 +28,7 @@ type httpFlags struct {
 	RequestTimeout    time.Duration `name:"request-timeout" placeholder:"DURATION" help:"Time to read a request's body and answer it (not SSE streams)."`
 	ConnLifetime      time.Duration `name:"conn-lifetime" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
 	Metrics           bool          `name:"metrics" help:"Serve Prometheus metrics at GET /metrics (no authentication: keep the port private)."`
+	MetricsBind       string        `name:"metrics-bind" placeholder:"HOST:PORT" help:"Serve GET /metrics on this address of its own instead of --bind's (implies --metrics; with either transport)."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 
@@ -34,6 +36,16 @@ type httpFlags struct {
 func (f *httpFlags) validate(bad badFunc) {
 	if _, _, err := net.SplitHostPort(f.Bind); err != nil {
 		bad("bind", "must be HOST:PORT, such as 127.0.0.1:8765")
+	}
+	if f.MetricsBind != "" {
+		switch _, _, err := net.SplitHostPort(f.MetricsBind); {
+		case err != nil:
+			bad("metrics-bind", "must be HOST:PORT, such as 127.0.0.1:9464")
+		case !loopbackBind(f.MetricsBind) && !f.AllowRemote:
+			bad("metrics-bind", "not a loopback address; add --allow-remote to let other machines scrape it")
+		case f.MetricsBind == f.Bind && !strings.HasSuffix(f.Bind, ":0"):
+			bad("metrics-bind", "must differ from --bind")
+		}
 	}
 	if err := gateway.CheckPath(f.Path); err != nil {
 		bad("path", "%s", err.Error())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -17,6 +16,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/telemetry"
 )
 
 func main() {
@@ -55,7 +55,16 @@ type app struct {
 	log    *slog.Logger
 	getenv func(string) string // the environment, where secrets come from
 
-	metrics http.Handler // GET /metrics of serve --transport http --metrics
+	tel *telemetrySetup // serve's (telemetry.go); nil for the other commands
+}
+
+// telemetry is what the packages report through: serve's providers, none
+// for the other commands.
+func (a *app) telemetry() telemetry.Providers {
+	if a.tel == nil {
+		return telemetry.Providers{}
+	}
+	return a.tel.providers
 }
 
 // run parses args, runs the command they name, and reports its failure, if

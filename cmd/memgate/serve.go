@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -67,16 +69,31 @@ func (c *serveCmd) Run(a *app) error {
 		return err
 	}
 	defer stop()
-	if a.cfg.Transport == "http" {
-		if a.cfg.HTTP.Metrics {
-			// Before the pool, so that its instruments are exported too.
-			h, shutdown, err := installMetrics()
-			if err != nil {
-				return err
-			}
-			defer shutdown(context.WithoutCancel(a.ctx))
-			a.metrics = h
+	// Before the pool and the servers, which report through it; shut down
+	// after the pool has closed, so that the last spans are exported.
+	prometheus := a.cfg.Transport == "http" && a.cfg.HTTP.Metrics || a.cfg.HTTP.MetricsBind != ""
+	tel, err := a.installTelemetry(prometheus)
+	if err != nil {
+		return err
+	}
+	a.tel = tel
+	defer func() {
+		if err := tel.shutdown(a.ctx); err != nil {
+			a.log.Warn("telemetry shutdown failed", "op", "cmd.telemetry", "error", err)
 		}
+	}()
+	if bind := a.cfg.HTTP.MetricsBind; bind != "" {
+		ln, err := net.Listen("tcp", bind)
+		if err != nil {
+			return fmt.Errorf("--metrics-bind: cannot listen: %w", err)
+		}
+		a.log.Info("metrics", "op", "cmd.serve", "addr", ln.Addr().String())
+		ctx, cancel := context.WithCancel(a.ctx)
+		done := make(chan error, 1)
+		go func() { done <- a.serveMetrics(ctx, ln, tel.metrics) }()
+		defer func() { cancel(); <-done }()
+	}
+	if a.cfg.Transport == "http" {
 		return a.withPool(a.serveHTTP)
 	}
 	return a.withPool(func(pool *tenants.Pool, r *tenants.Resolver) error {

@@ -41,7 +41,10 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
-	opts.Ready, opts.Metrics = a.storesReady, a.metrics
+	opts.Ready, opts.Telemetry = a.storesReady, a.telemetry()
+	if a.cfg.HTTP.MetricsBind == "" && a.tel != nil {
+		opts.Metrics = a.tel.metrics // else on its own listener (serve.go)
+	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
 	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
 	if err != nil {

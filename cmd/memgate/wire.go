@@ -15,6 +15,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/telemetry"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -67,7 +68,10 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 	}
 	store := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc}
 	a.cfg.storeOptions(&store)
+	tel := a.telemetry()
 	return tenants.NewPool(tenants.Options{
+		Meter:       tel.MeterProvider().Meter(telemetry.ScopeTenants),
+		Tracer:      tel.Tracer,
 		Dir:         a.cfg.DataDir,
 		MaxStores:   a.cfg.MaxStores,
 		IdleTimeout: a.cfg.StoreIdleTimeout,
@@ -110,6 +114,7 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 		WriteScope:       writeScope,
 		Version:          moduleVersion(),
+		Telemetry:        a.telemetry(),
 	})
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses

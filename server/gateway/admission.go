@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memgate/memgate"
 
@@ -227,6 +228,10 @@ func (g *Gateway) bindWork(next mcp.MethodHandler) mcp.MethodHandler {
 		wk.calls.Add(1)
 		wk.mu.Unlock()
 		defer wk.calls.Done()
+		if span := trace.SpanFromContext(wk.ctx); span.SpanContext().IsValid() {
+			// The call's span is the request's child (or links to it).
+			ctx = trace.ContextWithSpan(ctx, span)
+		}
 		var cancel context.CancelFunc
 		if d, ok := wk.ctx.Deadline(); ok {
 			ctx, cancel = context.WithDeadline(ctx, d)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/message"
 )
 
@@ -31,6 +32,7 @@ var (
 func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		r.Header.Del(server.RequestIDHeader) // only the gateway sets it
 		body, _ := r.Context().Value(bodyKey{}).([]byte)
 		trimmed := bytes.TrimSpace(body)
 		if r.Method != http.MethodPost || len(trimmed) == 0 {
@@ -39,6 +41,13 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 		if trimmed[0] != '[' {
 			if refusal, _ := message.Check(trimmed); refusal != nil {
 				return g.refuseMessage(c, refusal)
+			}
+			if g.traced() {
+				var m struct {
+					ID json.RawMessage `json:"id"`
+				}
+				json.Unmarshal(trimmed, &m) // message.Check let it through
+				setID(r.Header, m.ID)
 			}
 			return next(c)
 		}
@@ -114,6 +123,9 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 		sub := r.Clone(r.Context())
 		sub.Body = io.NopCloser(bytes.NewReader(msg))
 		sub.ContentLength = int64(len(msg))
+		if g.traced() {
+			setID(sub.Header, ids[i])
+		}
 		// out, a comma, this answer, the room of the calls after it and
 		// the closing bracket.
 		part := &batchPart{header: http.Header{}, limit: limit - int64(out.Len()) - 2 - room[i+1]}
@@ -175,4 +187,19 @@ func (p *batchPart) Write(b []byte) (int, error) {
 		return 0, errPartTooLarge
 	}
 	return p.body.Write(b)
+}
+
+// setID passes a message's JSON-RPC id (a string, or an integer) to the
+// span of its call, in the request header h (server.RequestIDHeader).
+func setID(h http.Header, id json.RawMessage) {
+	if len(id) == 0 || string(id) == "null" {
+		return
+	}
+	var s string
+	if id[0] != '"' {
+		s = string(id)
+	} else if json.Unmarshal(id, &s) != nil {
+		return
+	}
+	h.Set(server.RequestIDHeader, s)
 }

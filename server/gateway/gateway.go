@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/telemetry"
 )
 
 // Defaults of Options.
@@ -122,6 +123,10 @@ type Options struct {
 	// Logger receives one line per refused request (status and reason,
 	// never a header's value); nil discards them.
 	Logger *slog.Logger
+	// Telemetry is what the gateway reports spans and metrics through
+	// (telemetry.go); the zero value makes no span. Give the servers
+	// newServer makes the same.
+	Telemetry telemetry.Providers
 }
 
 // Gateway serves a Server over streamable HTTP: admission caps, Host and

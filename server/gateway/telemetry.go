@@ -6,14 +6,21 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/memgate/memgate/telemetry"
 )
 
 // The gateway reports through the OpenTelemetry API only; cmd/memgate
 // installs the SDK and its exporters (a Prometheus endpoint with
-// --metrics). Without them every instrument is a no-op.
+// --metrics, OTLP with the OTEL_* variables). Without them every instrument
+// is a no-op. A request's span is the parent of its MCP calls' spans
+// (bindWork hands it to them), or their link when a call names a parent of
+// its own in params._meta.
 
 // gatewayMetrics are the gateway's own instruments. Request counts and
 // durations by route and status come from otelhttp.
@@ -25,7 +32,7 @@ type gatewayMetrics struct {
 var attrReason = attribute.Key("memgate.refusal")
 
 func (g *Gateway) newMetrics() error {
-	m := otel.Meter("github.com/memgate/memgate/server")
+	m := g.opts.Telemetry.MeterProvider().Meter(telemetry.ScopeGateway)
 	var err error
 	if g.metrics.refusals, err = m.Int64Counter("memgate.http.refusals",
 		metric.WithDescription("Requests the gateway answered itself: caps, guards, bounds, authentication.")); err != nil {
@@ -76,9 +83,17 @@ func (g *Gateway) instrument(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, real)
 	})
+	// Without spans, a caller's trace context is not even read.
+	tp, prop := g.opts.Telemetry.Tracer, g.opts.Telemetry.TextMapPropagator()
+	if tp == nil {
+		tp, prop = noop.NewTracerProvider(), propagation.NewCompositeTextMapPropagator()
+	}
 	traced := otelhttp.NewHandler(inner, "memgate.http",
 		otelhttp.WithServerName(serverName),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithMeterProvider(g.opts.Telemetry.MeterProvider()),
+		otelhttp.WithPropagators(prop),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return spanMethod(r.Method) }))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		shown := r.WithContext(context.WithValue(r.Context(), hostKey{}, r.Host))
 		shown.Host = serverName
@@ -95,16 +110,43 @@ const unmatchedRoute = "unmatched"
 type hostKey struct{}
 
 // route labels a request's metrics with the route echo matched: one of the
-// paths the gateway registered, or unmatchedRoute.
+// paths the gateway registered, or unmatchedRoute; and names its span
+// "{method} {route}" (just the method for no route), as the HTTP
+// conventions do.
 func (g *Gateway) route(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if l, ok := otelhttp.LabelerFromContext(c.Request().Context()); ok {
-			route := c.Path()
-			if !g.routes[route] {
-				route = unmatchedRoute
-			}
+		ctx := c.Request().Context()
+		route := c.Path()
+		if !g.routes[route] {
+			route = unmatchedRoute
+		}
+		if l, ok := otelhttp.LabelerFromContext(ctx); ok {
 			l.Add(attribute.String("http.route", route))
+		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			// url.path is the route too, never the path sent: a path may
+			// name a namespace or a memory.
+			span.SetAttributes(attribute.String("url.path", route))
+			if route != unmatchedRoute {
+				span.SetName(spanMethod(c.Request().Method) + " " + route)
+				span.SetAttributes(attribute.String("http.route", route))
+			}
 		}
 		return next(c)
 	}
 }
+
+// spanMethod is a request's method as a span name shows it: one of the
+// standard methods, or HTTP for any other (a caller's word never names a
+// span).
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "HTTP"
+}
+
+// traced reports whether the gateway makes spans.
+func (g *Gateway) traced() bool { return g.opts.Telemetry.Tracer != nil }
