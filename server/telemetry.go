@@ -358,15 +358,6 @@ func (st *observedStore) end(ctx context.Context, span trace.Span, genaiOp, op s
 	}
 }
 
-// deduplicated counts a remember answered with an existing memory instead
-// of a new one: the hook of duplicate detection (a counter exports nothing
-// until it is first added to).
-func (s *Server) deduplicated(ctx context.Context) {
-	if s.obs.dedup.Enabled(ctx) {
-		s.obs.dedup.Add(ctx, 1)
-	}
-}
-
 // wrote counts memories written or deleted, and the text bytes written.
 func (st *observedStore) wrote(ctx context.Context, op string, n int, textBytes int) {
 	if st.o.items.Enabled(ctx) {
@@ -416,16 +407,22 @@ func (st *observedStore) Stats(ctx context.Context) (memgate.StoreStats, error) 
 	return c, err
 }
 
-func (st *observedStore) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error) {
+func (st *observedStore) Write(ctx context.Context, w memgate.Write) (memgate.Written, error) {
 	const op, gop = "put", telemetry.OpUpsertMemory
 	start := time.Now()
 	sctx, span := st.start(ctx, gop, gop, op)
-	m, created, err := st.Store.Put(sctx, w)
+	done, err := st.Store.Write(sctx, w)
 	st.end(sctx, span, gop, op, start, 1, err)
-	if err == nil {
+	switch {
+	case err == nil && done.Deduplicated:
+		// A remember answered with a live memory of the same text.
+		if st.o.dedup.Enabled(ctx) {
+			st.o.dedup.Add(ctx, 1)
+		}
+	case err == nil:
 		st.wrote(ctx, op, 1, len(w.Text))
 	}
-	return m, created, err
+	return done, err
 }
 
 func (st *observedStore) Delete(ctx context.Context, id string, ifVersion *int64) error {
