@@ -72,7 +72,7 @@ func TestImage(t *testing.T) {
 	}
 	start := time.Now()
 	build := b.command("bud", "--isolation", "chroot", "--pull=never", "--format", "docker", "--layers",
-		"--build-arg", "GO_IMAGE="+standin, "--build-arg", "VERSION="+imageVersion, "--build-arg", "COMMIT="+commit,
+		"--build-arg", "GO_IMAGE="+standin, "--build-arg", "TARGETARCH="+runtime.GOARCH, "--build-arg", "VERSION="+imageVersion, "--build-arg", "COMMIT="+commit,
 		"-t", imageName, "-f", filepath.Join(root, "Dockerfile"), root)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("buildah bud: %v\n%s", err, tail(out, 40))
@@ -108,6 +108,17 @@ func TestImage(t *testing.T) {
 	})
 	t.Run("serves, keeps writes across a restart, stops on SIGTERM", func(t *testing.T) {
 		checkServe(t, b, cfg)
+	})
+	t.Run("serves with the environment of the compose file", func(t *testing.T) {
+		token := randomToken(t)
+		s := newContainer(t, b, cfg, volume(t)).serve(t, composeEnv(t, token))
+		// "memgate" is the name the compose file's proxy sends.
+		if status, res := mcpCall(t, s.base, token, "memgate", "stats", map[string]any{}); status != http.StatusOK {
+			t.Errorf("stats: HTTP %d %v", status, res)
+		}
+		if code := s.stop(t); code != 0 {
+			t.Errorf("after SIGTERM: exit %d; stderr %s", code, s.stderr())
+		}
 	})
 }
 
@@ -288,7 +299,6 @@ func (c *container) serve(t *testing.T, env []string) *served {
 	s := &served{done: make(chan error, 1), errBuf: &syncBuffer{}, port: port, base: "http://127.0.0.1:" + port}
 	s.cmd = c.runCommand(append([]string{"MEMGATE_BIND=0.0.0.0:" + port}, env...), append(c.cfg.Entrypoint, c.cfg.Cmd...)...)
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, s.errBuf
-	start := time.Now()
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -299,25 +309,7 @@ func (c *container) serve(t *testing.T, env []string) *served {
 			<-s.done
 		}
 	})
-	client := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := client.Get(s.base + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				s.ready = time.Since(start)
-				break
-			}
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("serve ended before it was ready: %v; stderr %s", err, s.errBuf)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("not ready within 30 s; stderr %s", s.errBuf)
-		}
-	}
+	s.ready = waitReady(t, s.base, s.done, s.errBuf)
 	s.pid = findProcess(t, s.cmd.Process.Pid, "/memgate")
 	return s
 }
