@@ -273,7 +273,7 @@ func TestSystemdUnit(t *testing.T) {
 		cmd.Process.Kill()
 	}()
 	base := "http://127.0.0.1:" + port
-	waitReady(t, base, done, stderr)
+	t.Logf("figure: memgate's own start to /ready, no container: %v", waitReady(t, base, done, stderr).Round(time.Millisecond))
 	status, res := mcpCall(t, base, token, "memory.example.com", "stats", map[string]any{})
 	if status != http.StatusOK || dig(res, "result", "structuredContent", "namespace") != "default" {
 		t.Errorf("stats through the host of MEMGATE_ALLOW_HOST: HTTP %d %v", status, res)
