@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden renderings and deploy/kubernetes from the chart")
@@ -646,4 +649,99 @@ func selects(selector, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// renderNotes renders the chart's NOTES.txt (which helm template leaves
+// out) for a values file: a copy of the chart holds it as a template of
+// its own.
+func renderNotes(t *testing.T, values string, set ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "memgate")
+	if err := os.CopyFS(dir, os.DirFS(chartDir(t))); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := os.ReadFile(filepath.Join(dir, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := "{{- define \"check.notes\" -}}\n" + string(notes) + "\n{{- end }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "_check_notes.tpl"), []byte(wrapped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := "notes: {{ include \"check.notes\" . | toJson }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "check-notes.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion,
+		"-f", values, "--show-only", "templates/check-notes.yaml"}, set...)
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v struct{ Notes string }
+	if err := yaml.Unmarshal([]byte(out), &v); err != nil || v.Notes == "" {
+		t.Fatalf("notes: %v\n%s", err, out)
+	}
+	return v.Notes
+}
+
+// TestChartNotes: what helm install prints tells how to make the Secret it
+// waits for and how to connect an editor, for every values file.
+func TestChartNotes(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(chartDir(t), "ci", "*-values.yaml"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), "-values.yaml")
+		t.Run(name, func(t *testing.T) {
+			notes := renderNotes(t, f)
+			var values struct {
+				Auth struct {
+					Mode string `json:"mode"`
+				} `json:"auth"`
+				Encryption struct {
+					Enabled bool `json:"enabled"`
+				} `json:"encryption"`
+			}
+			data, _ := os.ReadFile(f)
+			if err := yaml.Unmarshal(data, &values); err != nil {
+				t.Fatal(err)
+			}
+			mode := values.Auth.Mode
+			if mode == "" {
+				mode = "token"
+			}
+			want := []string{"helm test memgate -n memgate", "http://memgate.memgate.svc:8765/mcp", "--allow-host"}
+			switch mode {
+			case "token", "tokensFile":
+				want = append(want, "kubectl -n memgate create secret generic", "claude mcp add --transport http memgate ",
+					`--header "Authorization: Bearer $TOKEN"`)
+			case "oauth":
+				want = append(want, "--from-literal=introspection-token=", "/.well-known/oauth-protected-resource/mcp")
+			case "jwt":
+				want = append(want, "/.well-known/oauth-protected-resource/mcp")
+			}
+			if values.Encryption.Enabled {
+				want = append(want, "--from-literal=passphrase=", "outside the cluster")
+			}
+			for _, w := range want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+				}
+			}
+			// Steps are numbered 1, 2, 3... in order.
+			steps := regexp.MustCompile(`(?m)^(\d+)\. `).FindAllStringSubmatch(notes, -1)
+			for i, s := range steps {
+				if s[1] != strconv.Itoa(i+1) {
+					t.Errorf("step %d is numbered %s:\n%s", i+1, s[1], notes)
+				}
+			}
+			golden(t, filepath.Join("testdata", "notes", name+".txt"), notes)
+		})
+	}
+	t.Run("an ingress without TLS is warned about", func(t *testing.T) {
+		notes := renderNotes(t, filepath.Join(chartDir(t), "ci", "default-values.yaml"),
+			"--set", "ingress.enabled=true", "--set", "ingress.hosts[0]=memory.example.com")
+		if !strings.Contains(notes, "WARNING: the ingress has no tls") {
+			t.Errorf("no warning:\n%s", notes)
+		}
+	})
 }
