@@ -59,6 +59,9 @@ type imageConfig struct {
 func TestImage(t *testing.T) {
 	b := needBuildah(t)
 	root := repoRoot(t)
+	// Last, after the containers are gone: the images that earlier builds
+	// left untagged, so that the storage does not grow with every change.
+	t.Cleanup(func() { b.out("rmi", "--prune") })
 	standin := "localhost/memgate-go-standin:" + runtime.Version()
 	script := exec.Command(filepath.Join(root, "deploy", "check", "standin.sh"), standin)
 	script.Env = append(os.Environ(), "BUILDAH=buildah "+strings.Join(b.flags, " "))
