@@ -4,18 +4,20 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 10s
 
-.PHONY: test vet unit e2e conformance fuzz bench-smoke bench build
+.PHONY: test vet unit e2e conformance fuzz bench-smoke bench build deploy-check
 
 ## test: everything CI runs — vet, unit tests under the race detector
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
-## end-to-end suite, and the MCP conformance suite.
-test: vet unit fuzz-brief bench-smoke e2e conformance launchers
+## end-to-end suite, and the MCP conformance suite, the release build with
+## its launchers, and the deployment artefacts (the chart, the image).
+test: vet unit fuzz-brief bench-smoke e2e conformance launchers deploy-check
 
 vet:
 	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags memgatebench ./cmd/memgate
 	cd bench && $(GO) mod tidy -diff && $(GO) vet ./...
+	cd deploy/check && $(GO) mod tidy -diff && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit:
@@ -94,6 +96,23 @@ bench:
 
 build:
 	$(GO) build -o bin/ ./...
+
+## deploy-check: the deployment artefacts, checked without a cluster or a
+## container engine (deploy/check, a Go module of its own with helm and the
+## Kubernetes types): the chart linted with helm lint --strict and rendered
+## for every values file under charts/memgate/ci/, each rendering decoded
+## strictly into the Kubernetes types, held to the policy and to its golden
+## file (cd deploy/check && go test -update rewrites them, and
+## deploy/kubernetes/memgate.yaml); the Dockerfile built with buildah from a
+## local stand-in of the Go image, and the image run: /health, an MCP call
+## with a token, uid 65532, a write across a restart on one volume, SIGTERM
+## exit 0, and the one line of a start without an auth mode. install.sh
+## brings buildah and busybox-static from apt; the image check needs root,
+## and fails under CI=true where it cannot run. The compose file and the
+## systemd unit are checked too (docs/DEPLOY.md).
+deploy-check:
+	deploy/check/install.sh
+	cd deploy/check && $(GO) test -count=1 -timeout 15m ./...
 
 ## release: the release assets in dist/ (or DIST=folder): memgate-<os>-<arch>[.exe]
 ## for linux, darwin and windows on amd64 and arm64 (PLATFORMS="linux/amd64 …"

@@ -11,6 +11,7 @@
 //	memgate rekey                      re-encrypt the stores under a new passphrase
 //	memgate invoke TOOL                call a tool with JSON on standard input
 //	memgate verify | version           check the installation; print the version
+//	memgate healthcheck                probe a serve --transport http here (a container's HEALTHCHECK)
 //
 // Flags belong to their command, and follow it: `memgate get --help` lists
 // what get takes. The configuration of the stores and of serve comes in

@@ -67,6 +67,7 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		{[]string{"verify"}, server},
 		{[]string{"rekey"}, []string{"data-dir", "log", "log-format", "namespace", "passphrase-env",
 			"new-passphrase-env", "from-plain", "from-namespace"}},
+		{[]string{"healthcheck"}, []string{"bind", "ready", "timeout"}},
 		{[]string{"version"}, nil},
 	} {
 		t.Run(strings.Join(tc.command, " "), func(t *testing.T) {
@@ -111,7 +112,7 @@ func TestOnlyConfigurationComesFromTheEnvironment(t *testing.T) {
 	}
 	own := map[string]bool{"id": true, "title": true, "tag": true, "meta": true, "if-version": true, "allow-empty": true,
 		"tags-mode": true, "filter": true, "limit": true, "budget": true, "cursor": true, "order": true, "out": true,
-		"on-conflict": true, "new-passphrase-env": true, "from-plain": true, "from-namespace": true, "help": true}
+		"on-conflict": true, "new-passphrase-env": true, "from-plain": true, "from-namespace": true, "ready": true, "timeout": true, "help": true}
 	everything := func(string) string { return "from-the-environment" }
 	resolve := envResolver(everything)
 	seen := map[string]bool{}

@@ -28,21 +28,22 @@ func main() {
 // cli is the command line: the commands, each with its own flags (the
 // groups of Config it takes, and its arguments). There are no global flags.
 type cli struct {
-	Serve      serveCmd      `cmd:"" help:"Serve MCP over stdio (the default) or streamable HTTP (--transport http)."`
-	Remember   rememberCmd   `cmd:"" help:"Store a memory: TEXT, or standard input when TEXT is left out."`
-	Get        getCmd        `cmd:"" help:"Print one memory."`
-	Search     searchCmd     `cmd:"" help:"Search memories by words, tags and metadata."`
-	List       listCmd       `cmd:"" help:"List one page of memories."`
-	Forget     forgetCmd     `cmd:"" help:"Delete one memory."`
-	Stats      statsCmd      `cmd:"" help:"Print the namespace's statistics and limits."`
-	Export     exportCmd     `cmd:"" help:"Write every memory as JSON Lines."`
-	Import     importCmd     `cmd:"" help:"Read memories from JSON Lines (memgate's export, or memory.jsonl)."`
-	Backup     backupCmd     `cmd:"" help:"Write a consistent copy of the store's file."`
-	Candidates candidatesCmd `cmd:"" help:"List, approve or reject the memories proposed in --write-mode candidate."`
-	Rekey      rekeyCmd      `cmd:"" help:"Re-encrypt every store under a new passphrase (from --new-passphrase-env's variable)."`
-	Invoke     invokeCmd     `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
-	Verify     verifyCmd     `cmd:"" help:"Check this installation and its configuration end to end, on a temporary folder."`
-	Version    versionCmd    `cmd:"" help:"Print the version."`
+	Serve       serveCmd       `cmd:"" help:"Serve MCP over stdio (the default) or streamable HTTP (--transport http)."`
+	Remember    rememberCmd    `cmd:"" help:"Store a memory: TEXT, or standard input when TEXT is left out."`
+	Get         getCmd         `cmd:"" help:"Print one memory."`
+	Search      searchCmd      `cmd:"" help:"Search memories by words, tags and metadata."`
+	List        listCmd        `cmd:"" help:"List one page of memories."`
+	Forget      forgetCmd      `cmd:"" help:"Delete one memory."`
+	Stats       statsCmd       `cmd:"" help:"Print the namespace's statistics and limits."`
+	Export      exportCmd      `cmd:"" help:"Write every memory as JSON Lines."`
+	Import      importCmd      `cmd:"" help:"Read memories from JSON Lines (memgate's export, or memory.jsonl)."`
+	Backup      backupCmd      `cmd:"" help:"Write a consistent copy of the store's file."`
+	Candidates  candidatesCmd  `cmd:"" help:"List, approve or reject the memories proposed in --write-mode candidate."`
+	Rekey       rekeyCmd       `cmd:"" help:"Re-encrypt every store under a new passphrase (from --new-passphrase-env's variable)."`
+	Invoke      invokeCmd      `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
+	Verify      verifyCmd      `cmd:"" help:"Check this installation and its configuration end to end, on a temporary folder."`
+	Healthcheck healthcheckCmd `cmd:"" help:"Probe a memgate serving HTTP on this machine (GET /health, or /ready): exit 0 when it answers 200."`
+	Version     versionCmd     `cmd:"" help:"Print the version."`
 }
 
 // app is what every command runs with.
