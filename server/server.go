@@ -75,6 +75,10 @@ type Options struct {
 	MaxResponseBytes int
 	// AllowSecrets turns off the refusal of credentials in remember.
 	AllowSecrets bool
+	// MaxMemories and MaxNamespaceBytes are the stores' quotas
+	// (--max-memories, --max-namespace-bytes; 0: none), which stats shows.
+	MaxMemories       int64
+	MaxNamespaceBytes int64
 	// WriteScope, when set, is the scope a principal needs for remember and
 	// forget; a call without it, or without a principal, fails with
 	// forbidden. Leave it empty when the transport authenticates nobody.

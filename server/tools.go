@@ -242,11 +242,14 @@ type statsLimits struct {
 	MaxBudget           int `json:"max_budget"`
 	MaxListLimit        int `json:"max_list_limit"`
 	MaxExportLimit      int `json:"max_export_limit"`
+	// The namespace's quotas; 0 is none.
+	MaxMemories       int64 `json:"max_memories"`
+	MaxNamespaceBytes int64 `json:"max_namespace_bytes"`
 }
 
 var limitNames = []string{"max_memory_bytes", "max_id_bytes", "max_title_chars", "max_tags", "max_tag_chars",
 	"max_metadata_keys", "max_metadata_key_chars", "max_metadata_bytes", "max_search_limit", "max_budget",
-	"max_list_limit", "max_export_limit"}
+	"max_list_limit", "max_export_limit", "max_memories", "max_namespace_bytes"}
 
 // wireMemory makes sure tags and metadata are present ([] and {}) even when
 // a store leaves them nil.
@@ -534,6 +537,7 @@ func (s *Server) stats(ctx context.Context, st Store, ns memgate.Namespace) (sta
 			MaxMetadataKeys: memgate.MaxMetadataKeys, MaxMetadataKeyChars: memgate.MaxMetadataKeyChars,
 			MaxMetadataBytes: memgate.MaxMetadataBytes, MaxSearchLimit: memgate.MaxSearchLimit,
 			MaxBudget: memgate.MaxBudget, MaxListLimit: memgate.MaxListLimit, MaxExportLimit: MaxExportLimit,
+			MaxMemories: s.opts.MaxMemories, MaxNamespaceBytes: s.opts.MaxNamespaceBytes,
 		},
 	}, nil
 }

@@ -108,7 +108,7 @@ func TestEveryToolWorks(t *testing.T) {
 	if st["bytes"] != float64(len("Use bbolt.")+len("Cats sleep most of the day.")+len("Dogs need walks every day.")) {
 		t.Fatalf("stats.bytes = %v", st["bytes"])
 	}
-	if lim := st["limits"].(map[string]any); lim["max_memory_bytes"] != float64(memgate.DefaultMaxTextBytes) || len(lim) != 12 {
+	if lim := st["limits"].(map[string]any); lim["max_memory_bytes"] != float64(memgate.DefaultMaxTextBytes) || lim["max_memories"] != 0.0 || len(lim) != 14 {
 		t.Fatalf("limits: %v", lim)
 	}
 

@@ -15,6 +15,7 @@ type poolMetrics struct {
 	refusals    metric.Int64Counter
 	openLatency metric.Float64Histogram
 	lease       metric.Float64Histogram
+	expired     metric.Int64Counter
 }
 
 func newPoolMetrics(m metric.Meter, open func() int) (*poolMetrics, error) {
@@ -26,6 +27,9 @@ func newPoolMetrics(m metric.Meter, open func() int) (*poolMetrics, error) {
 	}
 	if pm.evictions, err = m.Int64Counter("memgate.pool.evictions",
 		metric.WithDescription("Idle stores closed to make room or after the idle timeout.")); err != nil {
+		return nil, err
+	}
+	if pm.expired, err = newExpiredCounter(m); err != nil {
 		return nil, err
 	}
 	if pm.refusals, err = m.Int64Counter("memgate.pool.refusals",

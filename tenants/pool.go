@@ -43,6 +43,12 @@ type Options struct {
 	Meter metric.Meter
 	// Tracer makes a span per lease (lease.go); nil makes none.
 	Tracer trace.TracerProvider
+	// SweepInterval is how often the expired memories and the trash of the
+	// open stores are swept (sweep.go); 0 never.
+	SweepInterval time.Duration
+	// TrashRetention is how long a forgotten memory stays in the trash;
+	// Store.TrashRetention is set from it.
+	TrashRetention time.Duration
 	// RetryOpenAfter is how long a failed open is remembered: until then,
 	// leases of that namespace fail at once with the same error instead of
 	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
@@ -131,6 +137,10 @@ func NewPool(opts Options) (*Pool, error) {
 	if opts.RetryOpenAfter <= 0 {
 		opts.RetryOpenAfter = DefaultRetryOpenAfter
 	}
+	if opts.TrashRetention > 0 {
+		opts.Store.TrashRetention = opts.TrashRetention
+	}
+	opts.TrashRetention = opts.Store.TrashRetention
 	if opts.Store.TailBudget == nil {
 		// One budget for the index tails of every store the pool opens.
 		opts.Store.TailBudget = storage.NewTailBudget(storage.DefaultTailBudget)
@@ -175,6 +185,9 @@ func NewPool(opts Options) (*Pool, error) {
 	}
 	if opts.IdleTimeout > 0 {
 		p.reaper.Go(p.reap)
+	}
+	if opts.SweepInterval > 0 {
+		p.reaper.Go(p.sweep)
 	}
 	return p, nil
 }
@@ -245,11 +258,11 @@ func (p *Pool) leaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.
 			select {
 			case <-e.ready:
 			case <-ctx.Done():
-				p.release(e)
+				p.release(e, true)
 				return nil, nil, false, cancelled(ctx)
 			}
 			if e.err != nil {
-				p.release(e)
+				p.release(e, true)
 				return nil, nil, false, e.err
 			}
 			return e.store, p.releaser(e), false, nil
@@ -372,10 +385,13 @@ func (p *Pool) oldestIdle() *entry {
 
 func (p *Pool) releaser(e *entry) func() {
 	var once sync.Once
-	return func() { once.Do(func() { p.release(e) }) }
+	return func() { once.Do(func() { p.release(e, true) }) }
 }
 
-func (p *Pool) release(e *entry) {
+// release ends a lease of e; used says whether it counts as a use of the
+// store (a sweep's does not, so that sweeping never keeps an idle store
+// open).
+func (p *Pool) release(e *entry, used bool) {
 	// A store found damaged is closed once its last lease ends, so that a
 	// file restored from a backup (moved into place) is served without a
 	// restart. Until its file changes, the namespace is remembered as
@@ -389,7 +405,9 @@ func (p *Pool) release(e *entry) {
 	}
 	p.mu.Lock()
 	e.leases--
-	e.lastUsed = time.Now()
+	if used {
+		e.lastUsed = time.Now()
+	}
 	if e.leases == 0 {
 		p.idle.Broadcast()
 	}

@@ -53,6 +53,7 @@ type Config struct {
 	strategyFlags
 	encryptFlag
 	passphraseFlag
+	lifecycleFlags
 	memoryFlag
 	responseFlag
 	toolsFlag
@@ -81,6 +82,7 @@ const (
 	takesSecrets
 	takesNamespaceArg
 	takesServe
+	takesLifecycle
 )
 
 // The help sections of the configuration flags. A flag in one of them is
@@ -211,6 +213,32 @@ type storeFlags struct {
 	Strategy   strategyFlags  `embed:"" group:"config"`
 	Encrypt    encryptFlag    `embed:"" group:"config"`
 	Passphrase passphraseFlag `embed:"" group:"config"`
+	Lifecycle  lifecycleFlags `embed:"" group:"config"`
+}
+
+// lifecycleFlags: what a namespace may hold, and how long the trash keeps a
+// forgotten memory.
+type lifecycleFlags struct {
+	MaxMemories       int64         `name:"max-memories" default:"0" placeholder:"N" help:"Most memories one namespace holds (0: no limit); a remember past it fails with quota_exceeded."`
+	MaxNamespaceBytes int64         `name:"max-namespace-bytes" default:"0" placeholder:"BYTES" help:"Most text bytes one namespace holds (0: no limit)."`
+	TrashRetention    time.Duration `name:"trash-retention" default:"0s" placeholder:"DURATION" help:"Keep a forgotten memory in the trash this long (memgate trash list|restore|purge); 0s: forget deletes at once."`
+}
+
+func (f *lifecycleFlags) AfterApply(c *Config) error {
+	c.lifecycleFlags, c.taken = *f, c.taken|takesLifecycle
+	return nil
+}
+
+func (f *lifecycleFlags) validate(bad badFunc) {
+	if f.MaxMemories < 0 {
+		bad("max-memories", "must not be negative")
+	}
+	if f.MaxNamespaceBytes < 0 {
+		bad("max-namespace-bytes", "must not be negative")
+	}
+	if f.TrashRetention < 0 {
+		bad("trash-retention", "must not be negative")
+	}
 }
 
 // limitFlags bound what the tools take and answer.
@@ -281,6 +309,9 @@ func (c *Config) Validate() error {
 	if c.taken&takesPassphrase != 0 {
 		c.passphraseFlag.validate(bad)
 	}
+	if c.taken&takesLifecycle != 0 {
+		c.lifecycleFlags.validate(bad)
+	}
 	if c.taken&takesServe != 0 {
 		c.serveFlags.validate(c, bad)
 	}
@@ -324,6 +355,7 @@ func flagDefaults() map[string]string {
 		"namespace":          string(memgate.DefaultNamespace),
 		"namespace-strategy": string(tenants.Fixed),
 		"max-stores":         itoa(tenants.DefaultMaxStores),
+		"sweep-interval":     durationText(tenants.DefaultSweepInterval),
 		"max-memory-bytes":   itoa(memgate.DefaultMaxTextBytes),
 		"max-response-bytes": itoa(memgate.DefaultMaxResponseBytes),
 		"write-mode":         server.WriteFull,

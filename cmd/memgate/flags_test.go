@@ -33,10 +33,11 @@ func helpFlags(t *testing.T, command ...string) map[string]bool {
 }
 
 func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
-	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env"}
+	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env",
+		"max-memories", "max-namespace-bytes", "trash-retention"}
 	limits := []string{"max-memory-bytes", "max-response-bytes"}
 	server := append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg"}, limits...), store...)
-	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "bind", "allow-remote", "metrics", "metrics-bind", "max-sessions",
+	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "sweep-interval", "bind", "allow-remote", "metrics", "metrics-bind", "max-sessions",
 		"shutdown-grace", "tokens-file", "jwt-issuer", "jwt-jwks-url", "oauth-issuer", "clock-skew", "public-url",
 		"read-scope", "namespace-claim", "namespace-from-subject"}
 	join := func(lists ...[]string) []string {
@@ -52,7 +53,7 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 	}{
 		{[]string{"get"}, join(store, limits, []string{"disable-tool"})},
 		{[]string{"remember"}, join(store, limits, []string{"disable-tool", "write-mode", "allow-secrets",
-			"id", "title", "tag", "meta", "if-version", "allow-empty"})},
+			"id", "title", "tag", "meta", "if-version", "allow-empty", "ttl-seconds", "expires-at", "allow-duplicate"})},
 		{[]string{"search"}, join(store, limits, []string{"disable-tool", "tag", "tags-mode", "filter", "limit", "budget"})},
 		{[]string{"list"}, join(store, limits, []string{"disable-tool", "limit", "cursor", "order", "tag", "filter"})},
 		{[]string{"forget"}, join(store, limits, []string{"disable-tool", "write-mode", "if-version"})},
@@ -63,6 +64,9 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		{[]string{"candidates", "list"}, join(store, []string{"limit", "cursor"})},
 		{[]string{"candidates", "approve"}, store},
 		{[]string{"candidates", "reject"}, store},
+		{[]string{"trash", "list"}, join(store, []string{"limit", "cursor"})},
+		{[]string{"trash", "restore"}, store},
+		{[]string{"trash", "purge"}, store},
 		{[]string{"invoke"}, server},
 		{[]string{"verify"}, server},
 		{[]string{"rekey"}, []string{"data-dir", "log", "log-format", "namespace", "passphrase-env",
@@ -111,6 +115,7 @@ func TestOnlyConfigurationComesFromTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := map[string]bool{"id": true, "title": true, "tag": true, "meta": true, "if-version": true, "allow-empty": true,
+		"ttl-seconds": true, "expires-at": true, "allow-duplicate": true,
 		"tags-mode": true, "filter": true, "limit": true, "budget": true, "cursor": true, "order": true, "out": true,
 		"on-conflict": true, "new-passphrase-env": true, "from-plain": true, "from-namespace": true, "ready": true, "timeout": true, "help": true}
 	everything := func(string) string { return "from-the-environment" }

@@ -39,6 +39,7 @@ type cli struct {
 	Import      importCmd      `cmd:"" help:"Read memories from JSON Lines (memgate's export, or memory.jsonl)."`
 	Backup      backupCmd      `cmd:"" help:"Write a consistent copy of the store's file."`
 	Candidates  candidatesCmd  `cmd:"" help:"List, approve or reject the memories proposed in --write-mode candidate."`
+	Trash       trashCmd       `cmd:"" help:"List, restore or purge the memories forget keeps with --trash-retention."`
 	Rekey       rekeyCmd       `cmd:"" help:"Re-encrypt every store under a new passphrase (from --new-passphrase-env's variable)."`
 	Invoke      invokeCmd      `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
 	Verify      verifyCmd      `cmd:"" help:"Check this installation and its configuration end to end, on a temporary folder."`

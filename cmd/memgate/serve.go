@@ -25,6 +25,7 @@ type serveFlags struct {
 	Transport        string        `name:"transport" default:"stdio" placeholder:"stdio|http" help:"How serve talks to its clients: stdio (one client) or http (streamable HTTP)."`
 	MaxStores        int           `name:"max-stores" placeholder:"N" help:"Most stores open at once."`
 	StoreIdleTimeout time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
+	SweepInterval    time.Duration `name:"sweep-interval" placeholder:"DURATION" help:"How often expired memories, and trash past --trash-retention, are deleted from the open stores (readers never see an expired memory meanwhile)."`
 
 	HTTP httpFlags `embed:"" group:"http"` // http_flags.go
 	Auth authFlags `embed:"" group:"auth"` // auth_flags.go
@@ -50,6 +51,9 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 	}
 	if f.StoreIdleTimeout < 0 {
 		bad("store-idle-timeout", "must not be negative")
+	}
+	if f.SweepInterval < time.Second {
+		bad("sweep-interval", "must be at least 1s")
 	}
 	f.HTTP.validate(bad)
 	f.Auth.validate(c, bad)

@@ -122,6 +122,9 @@ type rememberCmd struct {
 	Meta       []string `name:"meta" sep:"none" placeholder:"KEY=VALUE" help:"Metadata entry, a string value (repeatable)."`
 	IfVersion  *int64   `name:"if-version" placeholder:"N" help:"Write only if the memory's version is N (0: only if it does not exist)."`
 	AllowEmpty bool     `name:"allow-empty" help:"Accept empty or white-space-only text."`
+	TTL        *int64   `name:"ttl-seconds" placeholder:"N" help:"Forget the memory N seconds after the write."`
+	ExpiresAt  string   `name:"expires-at" placeholder:"TIME" help:"Forget the memory at this RFC 3339 time."`
+	AllowDup   bool     `name:"allow-duplicate" help:"Store the memory even when a live memory has the same text."`
 }
 
 func (c *rememberCmd) Run(a *app) error {
@@ -154,6 +157,13 @@ func (c *rememberCmd) Run(a *app) error {
 	}
 	if c.AllowEmpty {
 		args["allow_empty"] = true
+	}
+	if c.TTL != nil {
+		args["ttl_seconds"] = *c.TTL
+	}
+	setString(args, "expires_at", c.ExpiresAt)
+	if c.AllowDup {
+		args["allow_duplicate"] = true
 	}
 	return a.tool(server.ToolRemember, args)
 }

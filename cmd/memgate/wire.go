@@ -66,18 +66,20 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc}
+	store := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc,
+		MaxMemories: a.cfg.MaxMemories, MaxBytes: a.cfg.MaxNamespaceBytes, TrashRetention: a.cfg.TrashRetention}
 	a.cfg.storeOptions(&store)
 	tel := a.telemetry()
 	return tenants.NewPool(tenants.Options{
-		Meter:       tel.MeterProvider().Meter(telemetry.ScopeTenants),
-		Tracer:      tel.Tracer,
-		Dir:         a.cfg.DataDir,
-		MaxStores:   a.cfg.MaxStores,
-		IdleTimeout: a.cfg.StoreIdleTimeout,
-		Store:       store,
-		Logger:      a.log,
-		Project:     project,
+		Meter:         tel.MeterProvider().Meter(telemetry.ScopeTenants),
+		Tracer:        tel.Tracer,
+		Dir:           a.cfg.DataDir,
+		MaxStores:     a.cfg.MaxStores,
+		IdleTimeout:   a.cfg.StoreIdleTimeout,
+		SweepInterval: a.cfg.SweepInterval,
+		Store:         store,
+		Logger:        a.log,
+		Project:       project,
 	})
 }
 
@@ -112,9 +114,10 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 		MaxTextBytes:     a.cfg.MaxMemoryBytes,
 		AllowSecrets:     a.cfg.AllowSecrets,
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
-		WriteScope:       writeScope,
-		Version:          moduleVersion(),
-		Telemetry:        a.telemetry(),
+		MaxMemories:      a.cfg.MaxMemories, MaxNamespaceBytes: a.cfg.MaxNamespaceBytes,
+		WriteScope: writeScope,
+		Version:    moduleVersion(),
+		Telemetry:  a.telemetry(),
 	})
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses
