@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -40,10 +41,16 @@ const (
 	kindSource byte = 's' // a source kind, indexed for search's source_kind
 )
 
+// folders keeps case folders, which are not safe for concurrent use and
+// cost a few kilobytes each to make.
+var folders = sync.Pool{New: func() any { c := cases.Fold(); return &c }}
+
 // textKey is what duplicates share: the SHA-256 of the text after Unicode
 // NFC, case folding, trimming and collapsing runs of white space.
 func textKey(text string) string {
-	folded := cases.Fold().String(norm.NFC.String(text))
+	c := folders.Get().(*cases.Caser)
+	folded := c.String(norm.NFC.String(text))
+	folders.Put(c)
 	var b strings.Builder
 	b.Grow(len(folded))
 	space := false
