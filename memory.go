@@ -104,7 +104,7 @@ type Query struct {
 	// SourceKind, when set, keeps the memories whose source has this kind.
 	SourceKind string
 	Limit      int // 1..MaxSearchLimit; 0 means DefaultSearchLimit
-	Budget   int            // tokens; 0 means no budget
+	Budget     int // tokens; 0 means no budget
 }
 
 // Search bounds (SPEC §2).
