@@ -58,6 +58,7 @@ type Config struct {
 	writeModeFlag
 	secretsFlag
 	namespaceArgFlag
+	includeFlag
 	serveFlags
 	benchFlags // the benchmark build's (bench.go)
 
@@ -80,6 +81,7 @@ const (
 	takesSecrets
 	takesNamespaceArg
 	takesServe
+	takesInclude
 )
 
 // The help sections of the configuration flags. A flag in one of them is
@@ -226,6 +228,7 @@ type serverFlags struct {
 	WriteMode    writeModeFlag    `embed:"" group:"config"`
 	Secrets      secretsFlag      `embed:"" group:"config"`
 	NamespaceArg namespaceArgFlag `embed:"" group:"config"`
+	Include      includeFlag      `embed:"" group:"config"`
 }
 
 // badFunc reports one problem of a flag.
@@ -279,6 +282,9 @@ func (c *Config) Validate() error {
 	}
 	if c.taken&takesPassphrase != 0 {
 		c.passphraseFlag.validate(bad)
+	}
+	if c.taken&takesInclude != 0 {
+		c.includeFlag.validate(bad)
 	}
 	if c.taken&takesServe != 0 {
 		c.serveFlags.validate(c, bad)

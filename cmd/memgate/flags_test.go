@@ -35,7 +35,7 @@ func helpFlags(t *testing.T, command ...string) map[string]bool {
 func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env"}
 	limits := []string{"max-memory-bytes", "max-response-bytes"}
-	server := append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg"}, limits...), store...)
+	server := append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg", "include-namespace"}, limits...), store...)
 	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "bind", "allow-remote", "metrics", "max-sessions",
 		"shutdown-grace", "tokens-file", "jwt-issuer", "jwt-jwks-url", "oauth-issuer", "clock-skew", "public-url",
 		"read-scope", "namespace-claim", "namespace-from-subject"}
@@ -50,10 +50,10 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		command []string
 		takes   []string // exactly these, besides --help
 	}{
-		{[]string{"get"}, join(store, limits, []string{"disable-tool"})},
+		{[]string{"get"}, join(store, limits, []string{"disable-tool", "include-namespace"})},
 		{[]string{"remember"}, join(store, limits, []string{"disable-tool", "write-mode", "allow-secrets",
 			"id", "title", "tag", "meta", "if-version", "allow-empty"})},
-		{[]string{"search"}, join(store, limits, []string{"disable-tool", "tag", "tags-mode", "filter", "limit", "budget"})},
+		{[]string{"search"}, join(store, limits, []string{"disable-tool", "include-namespace", "tag", "tags-mode", "filter", "limit", "budget"})},
 		{[]string{"list"}, join(store, limits, []string{"disable-tool", "limit", "cursor", "order", "tag", "filter"})},
 		{[]string{"forget"}, join(store, limits, []string{"disable-tool", "write-mode", "if-version"})},
 		{[]string{"stats"}, join(store, limits, []string{"disable-tool", "write-mode"})},

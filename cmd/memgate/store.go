@@ -159,9 +159,10 @@ func (c *rememberCmd) Run(a *app) error {
 }
 
 type getCmd struct {
-	Store  storeFlags `embed:""`
-	Limits limitFlags `embed:""`
-	Tools  toolsFlag  `embed:"" group:"config"`
+	Store   storeFlags  `embed:""`
+	Limits  limitFlags  `embed:""`
+	Tools   toolsFlag   `embed:"" group:"config"`
+	Include includeFlag `embed:"" group:"config"`
 
 	ID string `arg:"" help:"Id of the memory."`
 }
@@ -171,9 +172,10 @@ func (c *getCmd) Run(a *app) error {
 }
 
 type searchCmd struct {
-	Store  storeFlags `embed:""`
-	Limits limitFlags `embed:""`
-	Tools  toolsFlag  `embed:"" group:"config"`
+	Store   storeFlags  `embed:""`
+	Limits  limitFlags  `embed:""`
+	Tools   toolsFlag   `embed:"" group:"config"`
+	Include includeFlag `embed:"" group:"config"`
 
 	Query    string   `arg:"" optional:"" help:"Words to search for (optional with --tag or --filter)."`
 	Tag      []string `name:"tag" placeholder:"TAG" help:"Only memories with this tag (repeatable, or comma-separated)."`
