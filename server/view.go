@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,10 +27,11 @@ import (
 // Ranker is a store that ranks on the scale of a view. Corpus returns what
 // BM25 knows of the store for the words of text; SearchWith is Search with
 // the corpus of the view's other stores added to the store's own, so that
-// each memory scores as it would in one store holding the whole view.
+// each memory scores as it would in one store holding the whole view, and
+// returns only the memories that score above above (0: all of the limit).
 type Ranker interface {
 	Corpus(ctx context.Context, text string) (memgate.Corpus, error)
-	SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus) (memgate.Result, error)
+	SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus, above float64) (memgate.Result, error)
 }
 
 // viewKey carries the namespaces of a call's view in its context.
@@ -109,7 +109,11 @@ var errNoRanker = errors.New("a store of a view cannot rank on the view's scale"
 // rankings merge by lexical score (of equal scores, the earlier namespace's
 // first) and score is lexical over the best of them all. Without words,
 // the memories that pass the narrowing merge newest first. Limit and
-// budget hold over the merged hits; the stores work side by side.
+// budget hold over the merged hits.
+//
+// The stores rank one after another, in the view's order: once the limit
+// of hits is reached, a later store reads only the memories that would
+// join it. A search uses one core, as a search of one store does.
 func (s *Server) searchView(ctx context.Context, st Store, view []memgate.Namespace, q memgate.Query) (memgate.Result, error) {
 	stores := []Store{st}
 	for _, ns := range view[1:] {
@@ -123,67 +127,57 @@ func (s *Server) searchView(ctx context.Context, st Store, view []memgate.Namesp
 	sub := q
 	sub.Budget = 0 // the budget is the merged answer's
 	results := make([]memgate.Result, len(stores))
-	hasText := strings.TrimSpace(q.Text) != ""
-	if !hasText {
-		if err := each(len(stores), func(i int) (err error) {
-			results[i], err = stores[i].Search(ctx, sub)
-			return err
-		}); err != nil {
-			return memgate.Result{}, err
+	if strings.TrimSpace(q.Text) == "" {
+		for i, st := range stores {
+			var err error
+			if results[i], err = st.Search(ctx, sub); err != nil {
+				return memgate.Result{}, err
+			}
 		}
 		return mergeView(view, results, q, false), nil
 	}
 	rankers := make([]Ranker, len(stores))
+	corpora := make([]memgate.Corpus, len(stores))
 	for i, st := range stores {
 		r, ok := st.(Ranker)
 		if !ok {
 			return memgate.Result{}, memgate.Internal("server.search", errNoRanker)
 		}
 		rankers[i] = r
+		var err error
+		if corpora[i], err = r.Corpus(ctx, q.Text); err != nil {
+			return memgate.Result{}, err
+		}
 	}
-	corpora := make([]memgate.Corpus, len(stores))
-	if err := each(len(stores), func(i int) (err error) {
-		corpora[i], err = rankers[i].Corpus(ctx, q.Text)
-		return err
-	}); err != nil {
-		return memgate.Result{}, err
-	}
-	if err := each(len(stores), func(i int) error {
+	limit := cmp.Or(q.Limit, memgate.DefaultSearchLimit)
+	var scores []float64 // of every hit so far, best first
+	for i, r := range rankers {
 		var others memgate.Corpus
 		for j, c := range corpora {
 			var ok bool
 			if j != i {
 				if others, ok = others.Add(c); !ok {
-					return memgate.Internal("server.search", errors.New("the stores of a view analyse the query differently"))
+					return memgate.Result{}, memgate.Internal("server.search", errOtherTerms)
 				}
 			}
 		}
+		above := 0.0
+		if len(scores) >= limit {
+			above = scores[limit-1]
+		}
 		var err error
-		results[i], err = rankers[i].SearchWith(ctx, sub, others)
-		return err
-	}); err != nil {
-		return memgate.Result{}, err
+		if results[i], err = r.SearchWith(ctx, sub, others, above); err != nil {
+			return memgate.Result{}, err
+		}
+		for _, h := range results[i].Hits {
+			scores = append(scores, h.LexicalScore)
+		}
+		slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
 	}
 	return mergeView(view, results, q, true), nil
 }
 
-// each runs fn(0) to fn(n-1), side by side, and returns the first error in
-// index order.
-func each(n int, fn func(i int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		wg.Go(func() { errs[i] = fn(i) })
-	}
-	errs[0] = fn(0)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+var errOtherTerms = errors.New("the stores of a view analyse the query differently")
 
 // mergeView merges the results of the stores of view into the answer to q:
 // by lexical score when ranked, else newest first; cut to the limit, then
@@ -205,10 +199,7 @@ func mergeView(view []memgate.Namespace, results []memgate.Result, q memgate.Que
 	} else {
 		slices.SortStableFunc(out.Hits, func(a, b memgate.Hit) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = memgate.DefaultSearchLimit
-	}
+	limit := cmp.Or(q.Limit, memgate.DefaultSearchLimit)
 	out.Hits = out.Hits[:min(limit, len(out.Hits))]
 	if ranked && len(out.Hits) > 0 {
 		best := out.Hits[0].LexicalScore

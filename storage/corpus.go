@@ -44,16 +44,13 @@ func (s *Store) Corpus(ctx context.Context, text string) (memgate.Corpus, error)
 			return nil
 		}
 		w := newWalk(ctx)
+		var scratch []posting
 		for i, term := range terms {
-			it, err := v.iter(w, s.seal.key(kindWord, term), ascending)
+			df, err := v.df(w, s.seal.key(kindWord, term), &scratch)
 			if err != nil {
 				return err
 			}
-			df, _, _, err := it.count(-1)
-			if err != nil {
-				return err
-			}
-			c.DF[i] = int64(df - v.goneDF(it.term))
+			c.DF[i] = int64(df)
 		}
 		return nil
 	})
@@ -67,39 +64,90 @@ var errOtherTerms = errors.New("the corpus of the other stores has other terms t
 
 // SearchWith is Search on the scale of a view: it ranks this store's
 // memories with others, the corpus of the view's other stores (the sum of
-// their Corpus for q.Text), added to its own. With an empty others it is
+// their Corpus for q.Text), added to its own. Of the memories it ranks
+// best, it returns only those whose lexical score is above above: the view
+// already holds the limit of hits that score as high, so no other can join
+// them, and it need not read them. With an empty others and above 0 it is
 // Search.
-func (s *Store) SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus) (memgate.Result, error) {
+func (s *Store) SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus, above float64) (memgate.Result, error) {
 	if others.Memories != 0 || others.Length != 0 {
 		terms := queryTerms(q.Text)
 		if _, ok := (memgate.Corpus{Memories: 1, Terms: terms, DF: make([]int64, len(terms))}).Add(others); !ok {
 			return memgate.Result{}, memgate.Internal("storage.Search", errOtherTerms)
 		}
 	}
-	return s.search(ctx, q, others)
+	return s.search(ctx, q, scale{others: others, above: above})
 }
 
-// scale is what one ranking scores with: the number of memories and their
+// scale is how a search of a view ranks: with the other stores' corpus,
+// keeping the memories that score above above. The zero scale is a store's
+// alone.
+type scale struct {
+	others memgate.Corpus
+	above  float64
+}
+
+// bm25 is what one ranking scores with: the number of memories and their
 // average length, this store's alone or a view's, and the other stores'
 // document frequencies by query term (nil: none).
-type scale struct {
+type bm25 struct {
 	n      int
 	avgLen float64
 	df     []int64
 }
 
-// newScale is the scale of a store of n memories of total length total,
-// with others added.
-func newScale(n int, total uint64, others memgate.Corpus) scale {
-	all := n + int(others.Memories)
-	return scale{n: all, avgLen: float64(int64(total)+others.Length) / float64(all), df: others.DF}
+// newBM25 is what a store of n memories of total length total ranks with,
+// with the other stores of sc added.
+func newBM25(n int, total uint64, sc scale) bm25 {
+	all := n + int(sc.others.Memories)
+	return bm25{n: all, avgLen: float64(int64(total)+sc.others.Length) / float64(all), df: sc.others.DF}
 }
 
 // idf is the inverse document frequency of the query's term i, which df of
 // this store's memories hold.
-func (sc scale) idf(i, df int) float64 {
-	if i < len(sc.df) {
-		df += int(sc.df[i])
+func (b bm25) idf(i, df int) float64 {
+	if i < len(b.df) {
+		df += int(b.df[i])
 	}
-	return search.DefaultBM25.IDF(df, sc.n)
+	return search.DefaultBM25.IDF(df, b.n)
+}
+
+// keep drops from ranked, best first, the memories that score at or below
+// the scale's bound.
+func (sc scale) keep(ranked []search.Scored) []search.Scored {
+	if sc.above <= 0 {
+		return ranked
+	}
+	for i, r := range ranked {
+		if r.Score <= sc.above {
+			return ranked[:i]
+		}
+	}
+	return ranked
+}
+
+// df is how many memories of v's snapshot hold term, counted as rank counts
+// them (a list's count, less its gone documents) from the chunk headers and
+// the tail, without decoding a chunk. scratch holds the tail's postings.
+func (v *view) df(w *walk, term []byte, scratch *[]posting) (int, error) {
+	it := &postingIter{v: v, w: w, term: term}
+	n, after := 0, v.tail.base
+	c := v.postings.Cursor()
+	for k, val := c.Seek(chunkKey(term, 0)); it.match(k); k, val = c.Next() {
+		if err := w.step(); err != nil {
+			return 0, err
+		}
+		plain, err := v.seal.open(bucketPostings, k, val)
+		if err != nil {
+			return 0, err
+		}
+		cnt, last, _, ok := chunkHeader(it.first(k), plain)
+		if !ok {
+			return 0, errBadRecord
+		}
+		n, after = n+cnt, max(after, last)
+	}
+	// While a merge runs, a term may be on disk and in the tail at once.
+	*scratch = v.tail.postings(term, v.seq, after, (*scratch)[:0])
+	return n + len(*scratch) - v.goneDF(term), nil
 }

@@ -82,9 +82,25 @@ func TestSearchWithScoresAsOneStore(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := pair[0].SearchWith(ctx, q, others)
+				r, err := pair[0].SearchWith(ctx, q, others, 0)
 				if err != nil {
 					t.Fatal(err)
+				}
+				// Above a bound, only the memories that score above it.
+				if len(r.Hits) > 2 {
+					bound := r.Hits[2].LexicalScore
+					top, err := pair[0].SearchWith(ctx, q, others, bound)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, h := range top.Hits {
+						if h.ID != r.Hits[i].ID || h.LexicalScore <= bound {
+							t.Fatalf("above %v: hit %d is %s (%v)", bound, i, h.ID, h.LexicalScore)
+						}
+					}
+					if n := len(top.Hits); n > 2 || n < 1 {
+						t.Fatalf("above the third score: %d hits", n)
+					}
 				}
 				for _, h := range r.Hits {
 					w, ok := want[h.ID]
@@ -140,7 +156,7 @@ func TestCorpusCountsWhatSearchRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SearchWith(ctx, memgate.Query{Text: "cats"}, other); memgate.ErrorCode(err) != memgate.CodeInternal {
+	if _, err := s.SearchWith(ctx, memgate.Query{Text: "cats"}, other, 0); memgate.ErrorCode(err) != memgate.CodeInternal {
 		t.Fatalf("a corpus of other terms: %v", err)
 	}
 }

@@ -26,12 +26,11 @@ const (
 // words, narrowed by tags and the metadata filter. Without words, the
 // memories that pass the narrowing come back newest first, each scored 1.
 func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
-	return s.search(ctx, q, memgate.Corpus{})
+	return s.search(ctx, q, scale{})
 }
 
-// search is Search, ranking with the corpus of other stores (see
-// SearchWith) added to this store's.
-func (s *Store) search(ctx context.Context, q memgate.Query, others memgate.Corpus) (memgate.Result, error) {
+// search is Search on the scale of a view (see SearchWith).
+func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.Result, error) {
 	const op = "storage.Search"
 	limit, err := checkLimit("limit", q.Limit, memgate.DefaultSearchLimit, memgate.MaxSearchLimit)
 	if err != nil {
@@ -85,7 +84,8 @@ func (s *Store) search(ctx context.Context, q memgate.Query, others memgate.Corp
 		var ranked []search.Scored
 		switch {
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, others)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others)
+			ranked = sc.keep(ranked)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -167,7 +167,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, oth
 	if n == 0 {
 		return nil, 0, nil
 	}
-	bm := newScale(n, total, others)
+	bm := newBM25(n, total, scale{others: others})
 	if f == nil {
 		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm); ok || err != nil {
 			return top, candidates, err
@@ -365,7 +365,7 @@ func (sc *scores) put(acc []float64, listed bool) {
 // few (an eighth of the array), so that a search of rare words reads and
 // zeroes those instead of the whole array. It declines (false) when the
 // store's document numbers are too sparse for an array.
-func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm scale) ([]search.Scored, int, bool, error) {
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil

@@ -40,6 +40,6 @@ func (r *Resolver) mayInclude(p *memgate.Principal, ns memgate.Namespace) bool {
 func (noStore) Corpus(context.Context, string) (memgate.Corpus, error) { return memgate.Corpus{}, nil }
 
 // SearchWith is Search: an empty store has no hits on any scale.
-func (n noStore) SearchWith(ctx context.Context, q memgate.Query, _ memgate.Corpus) (memgate.Result, error) {
+func (n noStore) SearchWith(ctx context.Context, q memgate.Query, _ memgate.Corpus, _ float64) (memgate.Result, error) {
 	return n.Search(ctx, q)
 }

@@ -42,7 +42,7 @@ func TestNoStoreRanksNothing(t *testing.T) {
 	if err != nil || c.Memories != 0 || c.Length != 0 {
 		t.Fatalf("corpus %+v, %v", c, err)
 	}
-	r, err := n.SearchWith(context.Background(), memgate.Query{Text: "anything"}, memgate.Corpus{Memories: 3, Length: 9})
+	r, err := n.SearchWith(context.Background(), memgate.Query{Text: "anything"}, memgate.Corpus{Memories: 3, Length: 9}, 0)
 	if err != nil || len(r.Hits) != 0 || r.Hits == nil {
 		t.Fatalf("search %+v, %v", r, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -39,13 +40,14 @@ func Main(args []string) error {
 	queries := fs.Int("queries", 1000, "queries per class")
 	smoke := fs.Bool("smoke", false, "a short run on synthetic text, for CI")
 	dir := fs.String("dir", "", "working folder (default: a temporary one, removed after)")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the searches through the view to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *smoke {
 		*n, *queries = 3000, 100
 	}
-	return run(*dir, *n, *queries, *smoke, os.Stdout)
+	return run(*dir, *n, *queries, *smoke, *profile, os.Stdout)
 }
 
 // class is one kind of query and how both servers answered it.
@@ -61,7 +63,7 @@ type class struct {
 	alone, viewd []time.Duration
 }
 
-func run(dir string, n, queries int, smoke bool, out io.Writer) error {
+func run(dir string, n, queries int, smoke bool, profile string, out io.Writer) error {
 	dir, done, err := measure.WorkDir(dir, "memgate-view")
 	if err != nil {
 		return err
@@ -121,6 +123,23 @@ func run(dir string, n, queries int, smoke bool, out io.Writer) error {
 		if _, err := call(viewed, args); err != nil {
 			return err
 		}
+	}
+	if profile != "" {
+		// The view's searches alone, after the measured ones.
+		defer func() {
+			f, err := os.Create(profile)
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			pprof.StartCPUProfile(f)
+			for _, cl := range classes {
+				for _, q := range cl.queries {
+					call(viewed, searchArgs(q, cl.tagged))
+				}
+			}
+			pprof.StopCPUProfile()
+		}()
 	}
 	log("searching: %d queries per class, each on the namespace alone and through the view…", queries)
 	for _, cl := range classes {
