@@ -78,6 +78,7 @@ bench-smoke:
 	$(BENCH) pool -smoke
 	$(BENCH) suite -smoke
 	$(BENCH) hostile -smoke
+	$(BENCH) view -smoke
 
 ## bench-suite: the scenarios of docs/PERFORMANCE.md against the peers, with
 ## the plots (~25 min; never in CI). bench-http: the HTTP gateway figures only.

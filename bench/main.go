@@ -9,6 +9,7 @@
 //	go run . suite -smoke        # scenarios S1-S8 over MCP, against the peers
 //	go run . hostile -smoke      # the costliest legal calls
 //	go run . coldopen            # the first search of a cold small store
+//	go run . view -smoke         # search through a view of two namespaces
 //	go run . FAMILY -h           # a family's flags
 //
 // The suite measures memgate as users run it: cmd/memgate, built with
@@ -27,6 +28,7 @@ import (
 	"github.com/memgate/memgate/bench/hostile"
 	"github.com/memgate/memgate/bench/pool"
 	"github.com/memgate/memgate/bench/suite"
+	"github.com/memgate/memgate/bench/view"
 )
 
 // family is one harness: its Main takes the arguments after its name.
@@ -41,6 +43,7 @@ var families = map[string]family{
 	"suite":    {suite.Main, "scenarios S1-S8 and slowloris over MCP (stdio and HTTP), memgate against the peers, and the plots"},
 	"hostile":  {hostile.Main, "the CPU of the costliest legal tool calls, and a tenant's latency beside them"},
 	"coldopen": {coldopen.Main, "open and first search of cold small stores"},
+	"view":     {view.Main, "search through a view of two namespaces against one namespace alone, at 100k each"},
 }
 
 func main() {

@@ -135,7 +135,7 @@ func (s *Server) addResources(m *mcp.Server) {
 			Description: "One memory's text; its other fields (id, title, tags, metadata, version, times) are in _meta. " +
 				"The id is percent-encoded.",
 		}, s.readMemory)
-		if s.opts.NamespaceArg {
+		if s.opts.NamespaceArg || s.opts.View != nil {
 			m.AddResourceTemplate(&mcp.ResourceTemplate{
 				Name: "namespace-memory", Title: "Memory in a namespace", URITemplate: NamespaceMemoryTemplate,
 				MIMEType:    mimeText,
@@ -246,17 +246,23 @@ func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (
 		}
 	}()
 	uri := req.Params.URI
-	ref, ok := parseMemoryURI(uri, s.opts.NamespaceArg)
+	ref, ok := parseMemoryURI(uri, s.opts.NamespaceArg || s.opts.View != nil)
 	if !ok {
 		failed = memgate.Invalid("uri", "invalid memory URI")
 		return nil, errResourceNotFound
 	}
 	var m memgate.Memory
-	ns, err = s.withStore(ctx, req.Extra, ref.ns, func(st Store, _ memgate.Namespace) error {
+	read := func(st Store, n memgate.Namespace) error {
 		var err error
 		m, err = st.Get(ctx, ref.id)
+		m = s.inView(m, n)
 		return err
-	})
+	}
+	if ref.ns != "" && s.opts.View != nil {
+		ns, err = s.withViewStore(ctx, req.Extra, memgate.Namespace(ref.ns), read)
+	} else {
+		ns, err = s.withStore(ctx, req.Extra, ref.ns, read)
+	}
 	if err != nil {
 		e := memgate.AsError("server.resources/read", err)
 		failed = e
@@ -273,6 +279,9 @@ func (s *Server) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}
 	if m.Title != "" {
 		meta["title"] = m.Title
+	}
+	if m.Namespace != "" {
+		meta["namespace"] = m.Namespace
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{
 		{URI: uri, MIMEType: mimeText, Text: m.Text, Meta: meta},

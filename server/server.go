@@ -59,6 +59,13 @@ type Options struct {
 	// DisabledTools are left out of tools/list and refused as unknown. A name
 	// outside ToolNames makes New fail.
 	DisabledTools []string
+	// View, when set, gives the namespaces that search and get read for a
+	// call of principal p (nil: none authenticated) whose namespace is ns:
+	// ns first, then the included ones p may use (--include-namespace). Every
+	// memory a tool returns then carries its namespace, and search's receipt
+	// lists the namespaces searched. nil: every call reads its namespace
+	// alone, and memories carry none.
+	View func(p *memgate.Principal, ns memgate.Namespace) []memgate.Namespace
 	// NamespaceArg adds the optional namespace argument to every tool and the
 	// memgate://namespace/{namespace}/memory/{id} resource template.
 	NamespaceArg bool

@@ -467,6 +467,36 @@ func (st *observedStore) Propose(ctx context.Context, w memgate.Write) (memgate.
 	return m, err
 }
 
+// errNotRanker is the error of a view's search on a store that cannot rank
+// with other stores, as the view reports it without the wrapper.
+var errNotRanker = memgate.Internal("server.search", errNoRanker)
+
+// Corpus passes the view's first phase on, when the store can rank.
+func (st *observedStore) Corpus(ctx context.Context, text string) (memgate.Corpus, error) {
+	r, ok := st.Store.(Ranker)
+	if !ok {
+		return memgate.Corpus{}, errNotRanker
+	}
+	return r.Corpus(ctx, text)
+}
+
+// SearchWith is Search of a view's store, observed as a search.
+func (st *observedStore) SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus, above float64) (memgate.Result, error) {
+	r, ok := st.Store.(Ranker)
+	if !ok {
+		return memgate.Result{}, errNotRanker
+	}
+	const op, gop = "search", telemetry.OpSearchMemory
+	start := time.Now()
+	sctx, span := st.start(ctx, gop, gop, op)
+	res, err := r.SearchWith(sctx, q, others, above)
+	st.end(sctx, span, gop, op, start, len(res.Hits), err)
+	if err == nil && st.o.recall.Enabled(ctx) {
+		st.o.recall.Record(ctx, int64(len(res.Hits)))
+	}
+	return res, err
+}
+
 // stdioExtra is what RunStdio attaches to each call it reads, for the
 // call's span: its JSON-RPC id.
 func stdioExtra(id jsonrpc.ID) *mcp.RequestExtra {

@@ -28,6 +28,7 @@ func TestObservedStoreKeepsTheStoreInterfaces(t *testing.T) {
 		"Writer":   reflect.TypeFor[Writer](),
 		"Exporter": reflect.TypeFor[Exporter](),
 		"Proposer": reflect.TypeFor[Proposer](),
+		"Ranker":   reflect.TypeFor[Ranker](),
 		"Store":    reflect.TypeFor[Store](),
 	}
 	files, _ := filepath.Glob("*.go")

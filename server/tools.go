@@ -154,7 +154,7 @@ func (s *Server) call(ctx context.Context, t toolDef, req *mcp.CallToolRequest) 
 		return ns, nil, err
 	}
 	defer release()
-	res, err := run(ctx, st, ns)
+	res, err := run(s.withView(ctx, t, p, ns), st, ns)
 	return ns, res, err
 }
 
@@ -330,7 +330,7 @@ func (s *Server) remember(w memgate.Write) (op, error) {
 		}
 	}
 	if s.opts.WriteMode == WriteCandidate {
-		return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+		return func(ctx context.Context, st Store, ns memgate.Namespace) (*mcp.CallToolResult, error) {
 			p, ok := st.(Proposer)
 			if !ok {
 				return nil, memgate.Internal("server.remember", errors.New("store keeps no candidates"))
@@ -339,15 +339,15 @@ func (s *Server) remember(w memgate.Write) (op, error) {
 			if err != nil {
 				return nil, err
 			}
-			return successResult(rememberResult{Memory: wireMemory(m), Candidate: true}), nil
+			return successResult(rememberResult{Memory: s.inView(wireMemory(m), ns), Candidate: true}), nil
 		}, nil
 	}
-	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, st Store, ns memgate.Namespace) (*mcp.CallToolResult, error) {
 		done, err := st.Write(ctx, w)
 		if err != nil {
 			return nil, err
 		}
-		return successResult(rememberResult{Memory: wireMemory(done.Memory), Created: done.Created,
+		return successResult(rememberResult{Memory: s.inView(wireMemory(done.Memory), ns), Created: done.Created,
 			Deduplicated: done.Deduplicated}), nil
 	}, nil
 }
@@ -401,7 +401,15 @@ func getParams() params[getInput] {
 func (s *Server) get(in getInput) (op, error) {
 	id := in.id
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
-		m, err := st.Get(ctx, id)
+		var (
+			m   memgate.Memory
+			err error
+		)
+		if view := viewOf(ctx); view != nil {
+			m, err = s.getView(ctx, st, view, id)
+		} else {
+			m, err = st.Get(ctx, id)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -444,7 +452,15 @@ func (s *Server) search(q memgate.Query) (op, error) {
 		return nil, memgate.Invalid("query", "search needs a query, tags, a filter or a source_kind")
 	}
 	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
-		r, err := st.Search(ctx, q)
+		var (
+			r   memgate.Result
+			err error
+		)
+		if view := viewOf(ctx); view != nil {
+			r, err = s.searchView(ctx, st, view, q)
+		} else {
+			r, err = st.Search(ctx, q)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -473,12 +489,12 @@ func listParams() params[memgate.ListQuery] {
 }
 
 func (s *Server) list(q memgate.ListQuery) (op, error) {
-	return func(ctx context.Context, st Store, _ memgate.Namespace) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, st Store, ns memgate.Namespace) (*mcp.CallToolResult, error) {
 		// The page ends early when the next memory would pass the bound
 		// on the answer; each memory is encoded once, as it is taken.
 		it := newItems(s.itemBudget())
 		q := q
-		q.Take = func(i int, m memgate.Memory) bool { return it.take(i, wireMemory(m)) }
+		q.Take = func(i int, m memgate.Memory) bool { return it.take(i, s.inView(wireMemory(m), ns)) }
 		p, err := st.List(ctx, q)
 		if err != nil {
 			return nil, err

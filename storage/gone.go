@@ -220,35 +220,43 @@ func (w *postingsWriter) purge(term []byte, docs []uint64, scratch []posting) ([
 	return scratch, nil
 }
 
-// deadDocs is what a view of tx skips: the tail's gone documents, and the
-// documents expired at now that the sweeper has not deleted yet.
-func deadDocs(tx *bolt.Tx, tl *tail, clock func() int64) []goneDoc {
-	gone := tl.goneDocs()
-	expired := expiredDocs(tx, clock, nil)
-	if len(expired) == 0 {
-		return gone
+// A view skips two kinds of dead document: the merged ones forgotten
+// (gone, above), as if they had never been written — their postings are
+// dropped from every list and their document frequencies discounted — and
+// the expired ones the sweeper has not deleted yet, which are never a
+// candidate, a hit or a listed memory but still count in the statistics
+// of the ranking until the sweep (at most --sweep-interval).
+
+// dead reports whether doc is dead in v's snapshot: gone, or expired.
+func (v *view) dead(doc uint64) bool {
+	if v == nil {
+		return false
 	}
-	all := append(expired, gone...)
-	slices.SortFunc(all, func(a, b goneDoc) int { return cmpDoc(a.doc, b.doc) })
-	return all
+	return v.gone1(doc) || v.expired1(doc)
 }
 
-// dead reports whether doc is a merged document forgotten in v's snapshot,
-// or one expired and not swept yet.
-func (v *view) dead(doc uint64) bool {
-	if v == nil || len(v.gone) == 0 {
+func (v *view) gone1(doc uint64) bool {
+	if len(v.gone) == 0 {
 		return false
 	}
 	i, ok := slices.BinarySearchFunc(v.gone, doc, cmpGone)
 	return ok && v.gone[i].stamp <= v.seq
 }
 
-// dropDead removes the postings of documents dead in v's snapshot from ps.
-func (v *view) dropDead(ps []posting) []posting {
+func (v *view) expired1(doc uint64) bool {
+	if len(v.expired) == 0 {
+		return false
+	}
+	_, ok := slices.BinarySearch(v.expired, doc)
+	return ok
+}
+
+// dropGone removes the postings of documents gone in v's snapshot from ps.
+func (v *view) dropGone(ps []posting) []posting {
 	if len(v.gone) == 0 {
 		return ps
 	}
-	return slices.DeleteFunc(ps, func(p posting) bool { return v.dead(p.doc) })
+	return slices.DeleteFunc(ps, func(p posting) bool { return v.gone1(p.doc) })
 }
 
 // clearDead zeroes the scores of documents dead in v's snapshot in acc,
@@ -257,6 +265,11 @@ func (v *view) clearDead(acc []float64, lo uint64) {
 	for _, g := range v.gone {
 		if g.doc >= lo && g.doc-lo < uint64(len(acc)) && g.stamp <= v.seq {
 			acc[g.doc-lo] = 0
+		}
+	}
+	for _, doc := range v.expired {
+		if doc >= lo && doc-lo < uint64(len(acc)) {
+			acc[doc-lo] = 0
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,18 +166,20 @@ func (t *txn) duplicate(textKey []byte, now int64) (record, uint64, error) {
 	return record{}, 0, nil
 }
 
-// expiredDocs appends to dst the documents that expired by the time clock
-// gives and are not swept yet, in expiry order.
-func expiredDocs(tx *bolt.Tx, clock func() int64, dst []goneDoc) []goneDoc {
+// expiredDocs returns the documents that expired by the time clock gives
+// and are not swept yet, in document order (nil: none).
+func expiredDocs(tx *bolt.Tx, clock func() int64) []uint64 {
 	b := tx.Bucket(bucketExpiry)
 	if b == nil {
-		return dst
+		return nil
 	}
+	var docs []uint64
 	c := b.Cursor()
 	for k, _ := c.First(); k != nil && len(k) == 16 && int64(binary.BigEndian.Uint64(k)) <= clock(); k, _ = c.Next() {
-		dst = append(dst, goneDoc{doc: binary.BigEndian.Uint64(k[8:])})
+		docs = append(docs, binary.BigEndian.Uint64(k[8:]))
 	}
-	return dst
+	slices.Sort(docs)
+	return docs
 }
 
 // sweepBatch bounds the memories one sweep transaction deletes, so that a

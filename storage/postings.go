@@ -182,6 +182,7 @@ type view struct {
 	postings *bolt.Bucket
 	seal     sealer
 	gone     []goneDoc    // the tail's gone documents (see dead)
+	expired  []uint64     // the documents expired and not swept yet, in order
 	bufs     []*[]posting // the iterators' chunk buffers, back to chunkPool at the end
 }
 
@@ -221,7 +222,7 @@ func (s *Store) view(fn func(v *view) error) error {
 				return errStaleTail
 			}
 			v := &view{tx: tx, tail: tl, seq: tx.Bucket(bucketDocs).Sequence(),
-				postings: tx.Bucket(bucketPostings), seal: s.seal, gone: deadDocs(tx, tl, s.lazyNow())}
+				postings: tx.Bucket(bucketPostings), seal: s.seal, gone: tl.goneDocs(), expired: expiredDocs(tx, s.lazyNow())}
 			defer v.done()
 			return fn(v)
 		})
@@ -245,7 +246,7 @@ func (v *view) list(term []byte, dst []posting) ([]posting, error) {
 		after = max(after, dst[len(dst)-1].doc)
 	}
 	dst = v.tail.postings(term, v.seq, after, dst)
-	return append(dst[:n], v.dropDead(dst[n:])...), nil
+	return append(dst[:n], v.dropGone(dst[n:])...), nil
 }
 
 // docs appends the document numbers of term's list to dst, in order.

@@ -60,8 +60,8 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		}
 		// Expired memories the sweeper has not deleted yet are gone.
 		t := s.txn(tx)
-		for _, g := range expiredDocs(tx, s.lazyNow(), nil) {
-			r, err := t.record(g.doc)
+		for _, doc := range expiredDocs(tx, s.lazyNow()) {
+			r, err := t.record(doc)
 			if err != nil {
 				return err
 			}

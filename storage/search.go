@@ -26,6 +26,11 @@ const (
 // words, narrowed by tags and the metadata filter. Without words, the
 // memories that pass the narrowing come back newest first, each scored 1.
 func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
+	return s.search(ctx, q, scale{})
+}
+
+// search is Search on the scale of a view (see SearchWith).
+func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.Result, error) {
 	const op = "storage.Search"
 	limit, err := checkLimit("limit", q.Limit, memgate.DefaultSearchLimit, memgate.MaxSearchLimit)
 	if err != nil {
@@ -84,7 +89,8 @@ func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, er
 		var ranked []search.Scored
 		switch {
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others)
+			ranked = sc.keep(ranked)
 		default:
 			ranked, err = s.newest(v, f, limit)
 			res.Receipt.Candidates = len(ranked)
@@ -152,7 +158,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -166,16 +172,17 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 	if n == 0 {
 		return nil, 0, nil
 	}
-	avgLen := float64(total) / float64(n)
+	bm := newBM25(n, total, scale{others: others})
 	if f == nil {
-		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, avgLen); ok || err != nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm); ok || err != nil {
 			return top, candidates, err
 		}
 	}
 	lists := make([]*postingIter, 0, len(terms))
 	dfs := make([]int, 0, len(terms))
+	termIndex := make([]int, 0, len(terms)) // of each list, its term's index in terms
 	cost := 0
-	for _, term := range terms {
+	for ti, term := range terms {
 		it, err := v.iter(w, s.seal.key(kindWord, term), ascending)
 		if err != nil {
 			return nil, 0, err
@@ -190,15 +197,16 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int) ([]
 		}
 		lists = append(lists, it)
 		dfs = append(dfs, df)
+		termIndex = append(termIndex, ti)
 		cost += df
 	}
 	if len(lists) == 0 {
 		return nil, 0, nil
 	}
-	r := ranking{v: v, lists: lists, idf: make([]float64, len(lists)), avgLen: avgLen, f: f, top: search.NewTopK(limit), limit: limit,
+	r := ranking{v: v, lists: lists, idf: make([]float64, len(lists)), avgLen: bm.avgLen, f: f, top: search.NewTopK(limit), limit: limit,
 		probe: func() (*filter, error) { return f.fresh(v, w) }}
 	for i, df := range dfs {
-		r.idf[i] = search.DefaultBM25.IDF(df, n)
+		r.idf[i] = bm.idf(termIndex[i], df)
 	}
 	if f != nil {
 		ended, err := r.gather(max(limit, cost/len(lists)), v.seq)
@@ -362,7 +370,7 @@ func (sc *scores) put(acc []float64, listed bool) {
 // few (an eighth of the array), so that a search of rare words reads and
 // zeroes those instead of the whole array. It declines (false) when the
 // store's document numbers are too sparse for an array.
-func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen float64) ([]search.Scored, int, bool, error) {
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
@@ -374,7 +382,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 	defer func() { sc.put(acc, listed) }()
 	pbuf := postingPool.Get().(*[]posting)
 	defer postingPool.Put(pbuf)
-	for _, term := range terms {
+	for ti, term := range terms {
 		if err := stopped(w.ctx); err != nil {
 			return nil, 0, false, err
 		}
@@ -386,7 +394,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 		if len(ps) == 0 {
 			continue
 		}
-		idf := search.DefaultBM25.IDF(len(ps), n)
+		idf := bm.idf(ti, len(ps))
 		for _, p := range ps {
 			if p.doc > hi {
 				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
@@ -396,7 +404,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 					sc.touched = append(sc.touched, uint32(p.doc))
 				}
 			}
-			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
+			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), bm.avgLen)
 		}
 	}
 	// Of equal scores TopK keeps the newer document whatever the order of
@@ -404,7 +412,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, avgLen
 	top := search.NewTopK(limit)
 	candidates := 0
 	push := func(doc uint64, x float64) {
-		if x != 0 {
+		if x != 0 && !v.expired1(doc) {
 			candidates++
 			top.Push(doc, x)
 		}

@@ -563,7 +563,7 @@ func TestRankWholeEqualsTheWalk(t *testing.T) {
 			}
 			avgLen = float64(total) / float64(n)
 			var ok bool
-			if whole, _, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, 50, n, avgLen); err != nil || !ok {
+			if whole, _, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, 50, n, newBM25(n, total, scale{})); err != nil || !ok {
 				return fmt.Errorf("rankWhole declined (%v)", err)
 			}
 			r := ranking{avgLen: avgLen, top: search.NewTopK(50), limit: 50}

@@ -60,6 +60,7 @@ type Config struct {
 	writeModeFlag
 	secretsFlag
 	namespaceArgFlag
+	includeFlag
 	serveFlags
 	benchFlags // the benchmark build's (bench.go)
 
@@ -83,6 +84,7 @@ const (
 	takesNamespaceArg
 	takesServe
 	takesLifecycle
+	takesInclude
 )
 
 // The help sections of the configuration flags. A flag in one of them is
@@ -213,11 +215,10 @@ type storeFlags struct {
 	Strategy   strategyFlags  `embed:"" group:"config"`
 	Encrypt    encryptFlag    `embed:"" group:"config"`
 	Passphrase passphraseFlag `embed:"" group:"config"`
-	Lifecycle  lifecycleFlags `embed:"" group:"config"`
 }
 
 // lifecycleFlags: what a namespace may hold, and how long the trash keeps a
-// forgotten memory.
+// forgotten memory. The commands that write take them.
 type lifecycleFlags struct {
 	MaxMemories       int64         `name:"max-memories" default:"0" placeholder:"N" help:"Most memories one namespace holds (0: no limit); a remember past it fails with quota_exceeded."`
 	MaxNamespaceBytes int64         `name:"max-namespace-bytes" default:"0" placeholder:"BYTES" help:"Most text bytes one namespace holds (0: no limit)."`
@@ -255,6 +256,8 @@ type serverFlags struct {
 	WriteMode    writeModeFlag    `embed:"" group:"config"`
 	Secrets      secretsFlag      `embed:"" group:"config"`
 	NamespaceArg namespaceArgFlag `embed:"" group:"config"`
+	Include      includeFlag      `embed:"" group:"config"`
+	Lifecycle    lifecycleFlags   `embed:"" group:"config"`
 }
 
 // badFunc reports one problem of a flag.
@@ -311,6 +314,9 @@ func (c *Config) Validate() error {
 	}
 	if c.taken&takesLifecycle != 0 {
 		c.lifecycleFlags.validate(bad)
+	}
+	if c.taken&takesInclude != 0 {
+		c.includeFlag.validate(bad)
 	}
 	if c.taken&takesServe != 0 {
 		c.serveFlags.validate(c, bad)

@@ -33,10 +33,10 @@ func helpFlags(t *testing.T, command ...string) map[string]bool {
 }
 
 func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
-	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env",
-		"max-memories", "max-namespace-bytes", "trash-retention"}
+	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env"}
+	lifecycle := []string{"max-memories", "max-namespace-bytes", "trash-retention"}
 	limits := []string{"max-memory-bytes", "max-response-bytes"}
-	server := append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg"}, limits...), store...)
+	server := append(append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg", "include-namespace"}, limits...), store...), lifecycle...)
 	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "sweep-interval", "bind", "allow-remote", "metrics", "metrics-bind", "max-sessions",
 		"shutdown-grace", "tokens-file", "jwt-issuer", "jwt-jwks-url", "oauth-issuer", "clock-skew", "public-url",
 		"read-scope", "namespace-claim", "namespace-from-subject"}
@@ -51,21 +51,21 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		command []string
 		takes   []string // exactly these, besides --help
 	}{
-		{[]string{"get"}, join(store, limits, []string{"disable-tool"})},
-		{[]string{"remember"}, join(store, limits, []string{"disable-tool", "write-mode", "allow-secrets",
+		{[]string{"get"}, join(store, limits, []string{"disable-tool", "include-namespace"})},
+		{[]string{"remember"}, join(store, limits, lifecycle, []string{"disable-tool", "write-mode", "allow-secrets",
 			"id", "title", "tag", "meta", "if-version", "allow-empty", "ttl-seconds", "expires-at", "allow-duplicate"})},
-		{[]string{"search"}, join(store, limits, []string{"disable-tool", "tag", "tags-mode", "filter", "limit", "budget"})},
+		{[]string{"search"}, join(store, limits, []string{"disable-tool", "include-namespace", "tag", "tags-mode", "filter", "limit", "budget"})},
 		{[]string{"list"}, join(store, limits, []string{"disable-tool", "limit", "cursor", "order", "tag", "filter"})},
-		{[]string{"forget"}, join(store, limits, []string{"disable-tool", "write-mode", "if-version"})},
+		{[]string{"forget"}, join(store, limits, lifecycle, []string{"disable-tool", "write-mode", "if-version"})},
 		{[]string{"stats"}, join(store, limits, []string{"disable-tool", "write-mode"})},
 		{[]string{"export"}, join(store, limits, []string{"disable-tool", "out"})},
-		{[]string{"import"}, join(store, []string{"max-memory-bytes", "on-conflict"})},
+		{[]string{"import"}, join(store, lifecycle, []string{"max-memory-bytes", "on-conflict"})},
 		{[]string{"backup"}, store},
 		{[]string{"candidates", "list"}, join(store, []string{"limit", "cursor"})},
 		{[]string{"candidates", "approve"}, store},
 		{[]string{"candidates", "reject"}, store},
 		{[]string{"trash", "list"}, join(store, []string{"limit", "cursor"})},
-		{[]string{"trash", "restore"}, store},
+		{[]string{"trash", "restore"}, join(store, lifecycle)},
 		{[]string{"trash", "purge"}, store},
 		{[]string{"invoke"}, server},
 		{[]string{"verify"}, server},

@@ -109,11 +109,12 @@ func setString(args map[string]any, name, v string) {
 }
 
 type rememberCmd struct {
-	Store     storeFlags    `embed:""`
-	Limits    limitFlags    `embed:""`
-	Tools     toolsFlag     `embed:"" group:"config"`
-	WriteMode writeModeFlag `embed:"" group:"config"`
-	Secrets   secretsFlag   `embed:"" group:"config"`
+	Store     storeFlags     `embed:""`
+	Lifecycle lifecycleFlags `embed:"" group:"config"`
+	Limits    limitFlags     `embed:""`
+	Tools     toolsFlag      `embed:"" group:"config"`
+	WriteMode writeModeFlag  `embed:"" group:"config"`
+	Secrets   secretsFlag    `embed:"" group:"config"`
 
 	Text       *string  `arg:"" optional:"" help:"The text; left out, standard input (every byte, a final newline too)."`
 	ID         string   `name:"id" help:"Id of the memory; an existing one is replaced (default: a new UUIDv7)."`
@@ -169,9 +170,10 @@ func (c *rememberCmd) Run(a *app) error {
 }
 
 type getCmd struct {
-	Store  storeFlags `embed:""`
-	Limits limitFlags `embed:""`
-	Tools  toolsFlag  `embed:"" group:"config"`
+	Store   storeFlags  `embed:""`
+	Limits  limitFlags  `embed:""`
+	Tools   toolsFlag   `embed:"" group:"config"`
+	Include includeFlag `embed:"" group:"config"`
 
 	ID string `arg:"" help:"Id of the memory."`
 }
@@ -181,9 +183,10 @@ func (c *getCmd) Run(a *app) error {
 }
 
 type searchCmd struct {
-	Store  storeFlags `embed:""`
-	Limits limitFlags `embed:""`
-	Tools  toolsFlag  `embed:"" group:"config"`
+	Store   storeFlags  `embed:""`
+	Limits  limitFlags  `embed:""`
+	Tools   toolsFlag   `embed:"" group:"config"`
+	Include includeFlag `embed:"" group:"config"`
 
 	Query    string   `arg:"" optional:"" help:"Words to search for (optional with --tag or --filter)."`
 	Tag      []string `name:"tag" placeholder:"TAG" help:"Only memories with this tag (repeatable, or comma-separated)."`
@@ -249,10 +252,11 @@ func (c *listCmd) Run(a *app) error {
 }
 
 type forgetCmd struct {
-	Store     storeFlags    `embed:""`
-	Limits    limitFlags    `embed:""`
-	Tools     toolsFlag     `embed:"" group:"config"`
-	WriteMode writeModeFlag `embed:"" group:"config"`
+	Store     storeFlags     `embed:""`
+	Lifecycle lifecycleFlags `embed:"" group:"config"`
+	Limits    limitFlags     `embed:""`
+	Tools     toolsFlag      `embed:"" group:"config"`
+	WriteMode writeModeFlag  `embed:"" group:"config"`
 
 	ID        string `arg:"" help:"Id of the memory."`
 	IfVersion *int64 `name:"if-version" placeholder:"N" help:"Delete only if the memory's version is N."`
@@ -362,8 +366,9 @@ func writeAtomically(path string, fn func(w io.Writer) error) error {
 }
 
 type importCmd struct {
-	Store  storeFlags `embed:""`
-	Memory memoryFlag `embed:"" group:"config"`
+	Store     storeFlags     `embed:""`
+	Lifecycle lifecycleFlags `embed:"" group:"config"`
+	Memory    memoryFlag     `embed:"" group:"config"`
 
 	File       string `arg:"" optional:"" placeholder:"FILE|-" help:"JSON Lines file, or - for standard input (the default when standard input is not a terminal)."`
 	OnConflict string `name:"on-conflict" placeholder:"skip|overwrite|fail" help:"What to do with a memory whose id exists."`

@@ -38,7 +38,8 @@ func (c *trashListCmd) Run(a *app) error {
 }
 
 type trashRestoreCmd struct {
-	Store storeFlags `embed:""`
+	Store     storeFlags     `embed:""`
+	Lifecycle lifecycleFlags `embed:"" group:"config"`
 
 	ID string `arg:"" help:"Id of the memory."`
 }

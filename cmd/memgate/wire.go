@@ -107,6 +107,7 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 		Lease:            server.LeaseOf(pool.Lease),
 		LeaseRead:        server.LeaseOf(pool.LeaseRead),
 		Resolve:          r.Resolve,
+		View:             a.cfg.view(r),
 		Logger:           a.log,
 		DisabledTools:    a.cfg.DisableTool,
 		NamespaceArg:     a.cfg.NamespaceArg,
