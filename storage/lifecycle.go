@@ -183,8 +183,10 @@ func expiredDocs(tx *bolt.Tx, clock func() int64) []uint64 {
 }
 
 // sweepBatch bounds the memories one sweep transaction deletes, so that a
-// sweep never holds the committer for long.
-const sweepBatch = 256
+// sweep holds the committer — and the writers it groups with — for about
+// as long as a few writes: their texts are analysed before it, outside the
+// commit.
+const sweepBatch = 16
 
 // Sweep deletes the memories that have expired, and the trash entries
 // older than retention (0: none kept), in transactions of at most
@@ -192,13 +194,21 @@ const sweepBatch = 256
 func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, purged int, err error) {
 	const op = "storage.Sweep"
 	for {
-		n, err := s.sweepOnce(ctx, func(t *txn, now int64) (int, error) { return t.sweepExpired(now) })
+		start := time.Now()
+		n, err := s.sweepExpired(ctx)
 		expired += n
 		if err != nil {
 			return expired, purged, memgate.AsError(op, err)
 		}
 		if n < sweepBatch {
 			break
+		}
+		// Leave the committer to the writers for as long as the batch took:
+		// a long sweep then takes at most every other commit.
+		select {
+		case <-ctx.Done():
+			return expired, purged, memgate.AsError(op, ctx.Err())
+		case <-time.After(time.Since(start)):
 		}
 	}
 	for {
@@ -228,35 +238,68 @@ func (s *Store) sweepOnce(ctx context.Context, fn func(t *txn, now int64) (int, 
 	return n, err
 }
 
-// sweepExpired deletes up to sweepBatch memories expired at now.
-func (t *txn) sweepExpired(now int64) (int, error) {
-	b := t.tx.Bucket(bucketExpiry)
-	if b == nil {
-		return 0, nil
+// expiredMemory is a memory the sweeper deletes, analysed beforehand.
+type expiredMemory struct {
+	doc     uint64
+	rec     record
+	entries []indexEntry
+	length  int
+}
+
+// sweepExpired deletes up to sweepBatch memories expired now: it reads and
+// analyses them in a read transaction, then deletes those still there in
+// one write.
+func (s *Store) sweepExpired(ctx context.Context) (int, error) {
+	if err := cancelled(ctx); err != nil {
+		return 0, err
 	}
-	var docs []uint64
-	c := b.Cursor()
-	for k, _ := c.First(); k != nil && len(docs) < sweepBatch; k, _ = c.Next() {
-		if len(k) != 16 {
-			return 0, errBadRecord
+	now := s.now().UnixNano()
+	var batch []expiredMemory
+	err := s.readTx("storage.Sweep", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketExpiry)
+		if b == nil {
+			return nil
 		}
-		if int64(binary.BigEndian.Uint64(k)) > now {
-			break
+		t := s.txn(tx)
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && len(batch) < sweepBatch; k, _ = c.Next() {
+			if len(k) != 16 {
+				return errBadRecord
+			}
+			if int64(binary.BigEndian.Uint64(k)) > now {
+				break
+			}
+			doc := binary.BigEndian.Uint64(k[8:])
+			r, err := t.record(doc)
+			if err != nil {
+				return err
+			}
+			entries, length := s.entries(&r)
+			batch = append(batch, expiredMemory{doc: doc, rec: r, entries: entries, length: length})
 		}
-		docs = append(docs, binary.BigEndian.Uint64(k[8:]))
+		return nil
+	})
+	if err != nil || len(batch) == 0 {
+		return 0, err
 	}
-	for _, doc := range docs {
-		r, err := t.record(doc)
-		if err != nil {
-			return 0, err
-		}
+	n := 0
+	err = s.write.do(func(t *txn) error {
+		n = 0
 		stamp, err := t.nextDoc()
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if err := t.remove(&r, doc, stamp); err != nil {
-			return 0, err
+		for i := range batch {
+			m := &batch[i]
+			if t.docs.Get(u64(m.doc)) == nil {
+				continue // replaced or forgotten meanwhile: document numbers are never reused
+			}
+			if err := t.removeAnalysed(&m.rec, m.doc, stamp, m.entries, m.length); err != nil {
+				return err
+			}
+			n++
 		}
-	}
-	return len(docs), nil
+		return nil
+	})
+	return n, err
 }

@@ -51,7 +51,7 @@ func BenchmarkWriteLifecycle(b *testing.B) {
 // writers' p99 latency with and without the sweep running.
 func BenchmarkSweepBesideWriters(b *testing.B) {
 	const n, expiring, writers, each = 100000, 10000, 4, 500
-	for b.Loop() {
+	for range b.N {
 		b.StopTimer()
 		var now time.Time
 		var mu sync.Mutex
@@ -105,7 +105,6 @@ func BenchmarkSweepBesideWriters(b *testing.B) {
 		}()
 		beside := write(writers * each)
 		<-done
-		b.StopTimer()
 		if swept != expiring {
 			b.Fatalf("swept %d, want %d", swept, expiring)
 		}

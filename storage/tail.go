@@ -36,7 +36,7 @@ type tail struct {
 	mu    sync.RWMutex
 	terms map[string][]posting // term key → postings, by document
 	dead  map[uint64]uint64    // document → sequence at which it was removed
-	size  int                  // documents added, alive or not, and gone
+	size  int                  // documents added, alive or not
 	bytes atomic.Int64         // estimated memory held
 
 	// The merged documents forgotten since the merge (see gone.go): by
@@ -139,7 +139,6 @@ func (t *tail) apply(c *tailChange) {
 				t.goneTerms[string(term)] = ds
 			}
 			t.gonePairs += len(g.terms)
-			t.size++
 			delta += tailDeadBytes
 		}
 		t.gone.Store(&list)
@@ -192,7 +191,6 @@ func (t *tail) undo(c *tailChange) {
 				}
 			}
 			t.gonePairs -= len(g.terms)
-			t.size--
 			delta -= tailDeadBytes
 		}
 		t.gone.Store(&list)

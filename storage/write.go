@@ -354,8 +354,14 @@ func (t *txn) insert(r *record, doc uint64, p *prepared) error {
 // stamp is a sequence number taken by this transaction: readers whose
 // snapshot is older still see the document in the tail.
 func (t *txn) remove(r *record, doc, stamp uint64) error {
+	entries, length := t.s.entries(r)
+	return t.removeAnalysed(r, doc, stamp, entries, length)
+}
+
+// removeAnalysed is remove with r's index entries and length, analysed
+// before the transaction.
+func (t *txn) removeAnalysed(r *record, doc, stamp uint64, entries []indexEntry, length int) error {
 	s := t.s
-	entries, length := s.entries(r)
 	switch {
 	case doc > t.merged:
 		if !t.change.dropAdd(doc) {
