@@ -183,6 +183,7 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 		// Records, with their id and creation keys; and the new key of
 		// every term the records hold, for the postings.
 		terms := map[string][]byte{}
+		extended := false
 		sdocs := stx.Bucket(bucketDocs)
 		c := sdocs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -208,6 +209,17 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 			if err := w.put(bucketCreated, ck, dst.seal(bucketCreated, ck, ref)); err != nil {
 				return err
 			}
+			// The lifecycle's indexes, made anew: the text's key changes with
+			// the store's keys.
+			if err := w.put(bucketHashes, twoKey(dst.key(kindText, textKey(r.text)), key), []byte{}); err != nil {
+				return err
+			}
+			if r.expires != 0 {
+				if err := w.put(bucketExpiry, twoKey(u64(uint64(r.expires)), key), []byte{}); err != nil {
+					return err
+				}
+			}
+			extended = extended || r.extended()
 			recordTerms(&r, func(kind byte, content string, _ int) {
 				old := from.key(kind, content)
 				if _, ok := terms[string(old)]; !ok {
@@ -253,6 +265,38 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 				return err
 			}
 			if err := w.maybeFlush(ctx); err != nil {
+				return err
+			}
+		}
+		// The trash, under its ids' new keys.
+		if tb := stx.Bucket(bucketTrash); tb != nil {
+			tc := tb.Cursor()
+			for k, v := tc.First(); k != nil; k, v = tc.Next() {
+				plain, err := from.open(bucketTrash, k, v)
+				if err != nil {
+					return err
+				}
+				when, _, r, err := src.openTrash(k, v)
+				if err != nil {
+					return err
+				}
+				key := dst.key(kindID, r.id)
+				if err := w.put(bucketTrash, key, dst.seal(bucketTrash, key, plain)); err != nil {
+					return err
+				}
+				if err := w.put(bucketTrashAt, twoKey(u64(uint64(when)), key), []byte{}); err != nil {
+					return err
+				}
+				extended = extended || r.extended()
+			}
+		}
+		if extended {
+			if err := w.flush(); err != nil {
+				return err
+			}
+			if err := w.do(func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaRecords))
+			}); err != nil {
 				return err
 			}
 		}
@@ -311,7 +355,10 @@ func (w *rekeyWriter) flush() error {
 	}
 	err := w.db.Update(func(tx *bolt.Tx) error {
 		for _, p := range w.pending {
-			b := tx.Bucket(p.bucket)
+			b, err := tx.CreateBucketIfNotExists(p.bucket) // the lifecycle's are made when needed
+			if err != nil {
+				return err
+			}
 			if bytes.Equal(p.bucket, bucketDocs) || bytes.Equal(p.bucket, bucketCreated) {
 				b.FillPercent = 1 // appended in key order
 			}

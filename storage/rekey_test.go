@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func rekeyFixture(t *testing.T, oldPass string) (string, memgate.Result, memgate.Page) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "stores", "default", FileName)
-	s, err := Open(path, Options{NoSync: true, MergeEvery: 40, Encryption: encryption(t, oldPass)})
+	s, err := Open(path, Options{NoSync: true, MergeEvery: 40, Encryption: encryption(t, oldPass), TrashRetention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +29,11 @@ func rekeyFixture(t *testing.T, oldPass string) (string, memgate.Result, memgate
 		put(t, s, memgate.Write{ID: fmt.Sprint("m", i%1200), Text: fmt.Sprintf("harbor lantern %d %s", i, letterWord(i)),
 			Tags: []string{fmt.Sprint("t", i%5)}, Metadata: map[string]any{"k": float64(i % 3)}})
 	}
-	if err := s.Delete(ctx, "m7", nil); err != nil {
+	if err := s.Delete(ctx, "m7", nil); err != nil { // into the trash
 		t.Fatal(err)
 	}
+	put(t, s, memgate.Write{ID: "later", Text: "a memory that expires, from a chat", TTL: time.Hour,
+		Source: &memgate.Source{Kind: "conversation", Reference: "thread", Actor: "ana"}})
 	if _, err := s.Propose(ctx, memgate.Write{ID: "cand", Text: "waiting"}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +69,12 @@ func wantWhole(t *testing.T, path string, e *Encryption, res memgate.Result, pag
 		t.Fatalf("open: %v", err)
 	}
 	defer s.Close()
-	if got := answers(t, s); fmt.Sprint(got) != fmt.Sprint(res) {
+	same := func(a, b any) bool { return reflect.DeepEqual(a, b) }
+	if got := answers(t, s); !same(got, res) {
 		t.Fatalf("search differs:\n got  %v\n want %v", got.Hits[:1], res.Hits[:1])
 	}
-	if got := mustList(t, s); fmt.Sprint(got) != fmt.Sprint(page) {
-		t.Fatal("list differs")
+	if got := mustList(t, s); !same(got, page) {
+		t.Fatalf("list differs:\n got  %v\n want %v", got.Memories[:2], page.Memories[:2])
 	}
 	c, err := s.Candidates(context.Background(), "", 10)
 	if err != nil || len(c.Memories) != 1 || c.Memories[0].ID != "cand" {
@@ -78,6 +82,20 @@ func wantWhole(t *testing.T, path string, e *Encryption, res memgate.Result, pag
 	}
 	if _, err := s.Get(context.Background(), "m7"); memgate.ErrorCode(err) != memgate.CodeNotFound {
 		t.Fatalf("forgotten memory: %v", err)
+	}
+	// The lifecycle's indexes and the trash came along.
+	later, err := s.Get(context.Background(), "later")
+	if err != nil || later.ExpiresAt == nil || later.Source == nil || later.Source.Kind != "conversation" {
+		t.Fatalf("the expiring memory: %+v %v", later, err)
+	}
+	if w, err := s.Write(context.Background(), memgate.Write{Text: later.Text}); err != nil || !w.Deduplicated {
+		t.Fatalf("a duplicate after the rekey: %+v %v", w, err)
+	}
+	if tr, err := s.Trash(context.Background(), "", 10); err != nil || len(tr.Memories) != 1 || tr.Memories[0].Memory.ID != "m7" {
+		t.Fatalf("the trash after the rekey: %+v %v", tr, err)
+	}
+	if n, _, err := s.Sweep(context.Background(), time.Hour); err != nil || n != 0 {
+		t.Fatalf("sweep: %d %v", n, err)
 	}
 	// Writes go on, with versions after the old ones.
 	m, _, err := s.Put(context.Background(), memgate.Write{ID: "m1", Text: "after"})
