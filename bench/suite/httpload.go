@@ -219,8 +219,10 @@ func mixLimit(mems [][]memgate.Write, extra []memgate.Write, writeShare, limit i
 		s := ns(r, w)
 		if r.IntN(100) < writeShare {
 			m := extra[r.IntN(len(extra))]
+			// allow_duplicate: the mix draws texts again, and every
+			// acknowledged write must be a memory for the lost-write count.
 			return op{kind: "remember", ns: s, tool: "remember", args: map[string]any{
-				"text": m.Text, "tags": m.Tags, "metadata": m.Metadata, "namespace": nsName(s)}}
+				"text": m.Text, "tags": m.Tags, "metadata": m.Metadata, "namespace": nsName(s), "allow_duplicate": true}}
 		}
 		words := corpus.ContentWords(mems[s][r.IntN(len(mems[s]))].Text)
 		r.Shuffle(len(words), func(i, j int) { words[i], words[j] = words[j], words[i] })
