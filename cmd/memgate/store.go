@@ -483,14 +483,22 @@ type candidatesListCmd struct {
 	Cursor string `name:"cursor" help:"next_cursor of the previous page."`
 }
 
+// pageLimit is a page's --limit: 0 (the default) when left out; a limit
+// given must be one, as storage reads 0 as the default.
+func pageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return 0, nil
+	}
+	if *limit < 1 {
+		return 0, usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
+	}
+	return *limit, nil
+}
+
 func (c *candidatesListCmd) Run(a *app) error {
-	limit := 0
-	if c.Limit != nil {
-		limit = *c.Limit
-		if limit < 1 {
-			// storage reads 0 as the default; a limit given must be one.
-			return usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
-		}
+	limit, err := pageLimit(c.Limit)
+	if err != nil {
+		return err
 	}
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		page, err := st.Candidates(a.ctx, c.Cursor, limit)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
 )
@@ -22,11 +20,9 @@ type trashListCmd struct {
 }
 
 func (c *trashListCmd) Run(a *app) error {
-	limit := 0
-	if c.Limit != nil {
-		if limit = *c.Limit; limit < 1 {
-			return usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
-		}
+	limit, err := pageLimit(c.Limit)
+	if err != nil {
+		return err
 	}
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		page, err := st.Trash(a.ctx, c.Cursor, limit)
