@@ -117,6 +117,14 @@ type Options struct {
 	// protected-resource metadata), by path: literal paths under
 	// /.well-known/.
 	Routes map[string]http.Handler
+	// Admin, when set with AdminAuth, serves the admin API under
+	// /admin/v1/, behind the header bounds, the Host and Origin guard, the
+	// admission caps and AdminAuth (which must demand the admin scope). It
+	// bounds bodies itself (an import streams up to its own bound).
+	Admin http.Handler
+	// AdminAuth authenticates admin requests; without it there is no admin
+	// API (404): never an unauthenticated one.
+	AdminAuth Authenticator
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
 	Ready func(context.Context) error
@@ -231,6 +239,10 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 		g.routes[r.Path] = true
 	}
 	g.routes[opts.Path] = true
+	if opts.Admin != nil && opts.AdminAuth != nil {
+		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin)
+		g.routes[adminPrefix+"*"] = true
+	}
 	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
@@ -238,7 +250,7 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 }
 
 // Paths the gateway serves itself, which the MCP path may not take.
-var reservedPaths = []string{"/health", "/ready", "/metrics"}
+var reservedPaths = []string{"/health", "/ready", "/metrics", "/admin"}
 
 // wellKnown is the prefix of RFC 8615 well-known paths (the RFC 9728
 // metadata among them).
@@ -252,8 +264,8 @@ func CheckPath(path string) error {
 	switch {
 	case !literalPath(path):
 		return errors.New("must be a literal path such as /mcp: segments of letters, digits and - . _ ~, no *, : or empty segment")
-	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown):
-		return errors.New("must not be /health, /ready, /metrics or under /.well-known/, which the gateway serves itself")
+	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown) || strings.HasPrefix(path, "/admin/"):
+		return errors.New("must not be /health, /ready, /metrics or under /.well-known/ or /admin/, which the gateway serves itself")
 	}
 	return nil
 }
