@@ -29,6 +29,7 @@ type httpFlags struct {
 	ConnLifetime      time.Duration `name:"conn-lifetime" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
 	Metrics           bool          `name:"metrics" help:"Serve Prometheus metrics at GET /metrics (no authentication: keep the port private)."`
 	MetricsBind       string        `name:"metrics-bind" placeholder:"HOST:PORT" help:"Serve GET /metrics on this address of its own instead of --bind's (implies --metrics; with either transport)."`
+	MaxImportBytes    int64         `name:"max-import-bytes" default:"1073741824" placeholder:"BYTES" help:"Largest body of an admin import (413 beyond it); the import streams, whatever its size."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 

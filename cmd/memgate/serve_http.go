@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
@@ -39,6 +40,11 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockHTTP(a.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
 	opts.Ready, opts.Telemetry = a.storesReady, a.telemetry()
@@ -46,6 +52,10 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		opts.Metrics = a.tel.metrics // else on its own listener (serve.go)
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
+	if setup.Admin != nil {
+		opts.Admin = admin.Handler(adminOps(pool), admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log})
+		opts.AdminAuth = setup.Admin
+	}
 	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
 	if err != nil {
 		return usageError{err}
@@ -54,6 +64,17 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return fmt.Errorf("--bind: cannot listen: %w", err)
 	}
+	ctl, err := a.controlServer(pool)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopControl()
 	host, all := clientHost(ln.Addr())
 	if all {
 		a.log.Warn("listening on all interfaces; other machines reach this server at this machine's address",

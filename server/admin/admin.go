@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -225,7 +226,11 @@ func WriteError(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as the store commands print it
+	err := enc.Encode(v)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"`+memgate.InternalMessage+`"}}`)
 	}
