@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server/admin"
@@ -39,7 +40,7 @@ type storeStats struct {
 	memgate.StoreStats
 }
 
-func adminOps(pool *tenants.Pool) admin.Ops {
+func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
 	stats := func(ctx context.Context, ns memgate.Namespace) (storeStats, error) {
 		st, release, ok, err := leaseStore(ctx, pool, ns)
 		if err != nil || !ok {
@@ -115,8 +116,26 @@ func adminOps(pool *tenants.Pool) admin.Ops {
 			if !ok {
 				return 0, errNoStore
 			}
-			defer release()
-			return st.Backup(ctx, w)
+			// The copy goes to a file beside the stores first: the store's
+			// read transaction (which keeps writers from growing the file's
+			// mapping) lasts as long as a local copy, not as long as a slow
+			// client, and the lease ends before the transfer.
+			f, err := os.CreateTemp(tenants.StoresDir(dataDir), ".backup-*")
+			if err != nil {
+				release()
+				return 0, storage.StoreError("cmd.backup", err)
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			_, err = st.Backup(ctx, f)
+			release()
+			if err != nil {
+				return 0, err
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return 0, memgate.Internal("cmd.backup", err)
+			}
+			return io.Copy(w, f)
 		},
 		Candidates: func(ctx context.Context, ns memgate.Namespace, cursor string, limit int) (any, error) {
 			st, release, ok, err := leaseStore(ctx, pool, ns)

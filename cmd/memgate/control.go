@@ -107,7 +107,7 @@ func samePeer(peer, uid int) error {
 // controlHandler is the admin API on pool with the routes only the store
 // commands use: the stats tool's answer, and purging the trash.
 func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Handler {
-	return admin.Handler(adminOps(pool), admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
+	return admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
 		Extra: map[string]http.HandlerFunc{
 			"GET /control/v1/stats/{ns}": func(w http.ResponseWriter, r *http.Request) {
 				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))

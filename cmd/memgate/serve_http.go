@@ -53,7 +53,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
 	if setup.Admin != nil {
-		opts.Admin = admin.Handler(adminOps(pool), admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log})
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log})
 		opts.AdminAuth = setup.Admin
 	}
 	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
