@@ -48,6 +48,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
 	opts.Ready, opts.Telemetry = a.storesReady, a.telemetry()
+	opts.RateLimit, opts.RateBurst = f.RateLimit, f.RateBurst
 	if a.cfg.HTTP.MetricsBind == "" && a.tel != nil {
 		opts.Metrics = a.tel.metrics // else on its own listener (serve.go)
 	}

@@ -39,12 +39,27 @@ func ops(called *[]string) admin.Ops {
 			n, err := w.Write([]byte("bolt"))
 			return int64(n), err
 		},
-		Candidates: func(context.Context, memgate.Namespace, string, int) (any, error) { hit("candidates"); return map[string]any{}, nil },
-		Approve:    func(context.Context, memgate.Namespace, string) (any, error) { hit("approve"); return map[string]any{}, nil },
-		Reject:     func(context.Context, memgate.Namespace, string) (any, error) { hit("reject"); return map[string]any{}, nil },
-		Trash:      func(context.Context, memgate.Namespace, string, int) (any, error) { hit("trash"); return map[string]any{}, nil },
-		Restore:    func(context.Context, memgate.Namespace, string) (any, error) { hit("restore"); return map[string]any{}, nil },
-		Erase:      func(context.Context, memgate.Namespace) error { hit("erase"); return nil },
+		Candidates: func(context.Context, memgate.Namespace, string, int) (any, error) {
+			hit("candidates")
+			return map[string]any{}, nil
+		},
+		Approve: func(context.Context, memgate.Namespace, string) (any, error) {
+			hit("approve")
+			return map[string]any{}, nil
+		},
+		Reject: func(context.Context, memgate.Namespace, string) (any, error) {
+			hit("reject")
+			return map[string]any{}, nil
+		},
+		Trash: func(context.Context, memgate.Namespace, string, int) (any, error) {
+			hit("trash")
+			return map[string]any{}, nil
+		},
+		Restore: func(context.Context, memgate.Namespace, string) (any, error) {
+			hit("restore")
+			return map[string]any{}, nil
+		},
+		Erase: func(context.Context, memgate.Namespace) error { hit("erase"); return nil },
 	}
 }
 

@@ -117,6 +117,14 @@ type Options struct {
 	// protected-resource metadata), by path: literal paths under
 	// /.well-known/.
 	Routes map[string]http.Handler
+	// RateLimit is the requests per second each principal may send (its
+	// subject; its client address when nobody is authenticated), with
+	// bursts of RateBurst (default: RateLimit, rounded up); past it 429
+	// with Retry-After, before the body is read. 0 turns it off.
+	RateLimit float64
+	RateBurst int
+	// MaxRateKeys bounds the principals with a bucket (DefaultMaxRateKeys).
+	MaxRateKeys int
 	// Admin, when set with AdminAuth, serves the admin API under
 	// /admin/v1/, behind the header bounds, the Host and Origin guard, the
 	// admission caps and AdminAuth (which must demand the admin scope). It
@@ -163,6 +171,8 @@ type Gateway struct {
 	stopStreams context.Context
 	endStreams  context.CancelFunc
 
+	rates *rateLimiter // nil: no rate limit
+
 	allowHosts   map[string]bool
 	allowOrigins map[string]bool
 	routes       map[string]bool // the paths registered, for metric labels
@@ -195,6 +205,9 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	}
 	for _, o := range opts.AllowOrigins {
 		g.allowOrigins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	if opts.RateLimit > 0 {
+		g.rates = newRateLimiter(opts.RateLimit, opts.RateBurst, opts.MaxRateKeys)
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
 	if err := g.newMetrics(); err != nil {
@@ -240,10 +253,10 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	}
 	g.routes[opts.Path] = true
 	if opts.Admin != nil && opts.AdminAuth != nil {
-		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin)
+		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
 		g.routes[adminPrefix+"*"] = true
 	}
-	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
+	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.limitRate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
