@@ -107,7 +107,12 @@ func samePeer(peer, uid int) error {
 // controlHandler is the admin API on pool with the routes only the store
 // commands use: the stats tool's answer, and purging the trash.
 func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Handler {
-	return admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
+	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log}
+	if a.audit != nil {
+		o.Audit = a.audit.auditAdmin
+	}
+	local := &memgate.Principal{Subject: "local"} // the server's own user (the peer check)
+	h := admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: o.MaxImportBytes, Logger: a.log, Audit: o.Audit,
 		Extra: map[string]http.HandlerFunc{
 			"GET /control/v1/stats/{ns}": func(w http.ResponseWriter, r *http.Request) {
 				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
@@ -151,6 +156,9 @@ func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Hand
 				admin.WriteError(w, err)
 			},
 		}})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), local)))
+	})
 }
 
 // controlServer is the MCP server the control socket's stats route calls:

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
@@ -54,10 +56,23 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
 	if setup.Admin != nil {
-		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log})
+		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log}
+		if a.audit != nil {
+			ao.Audit = a.audit.auditAdmin
+		}
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), ao)
 		opts.AdminAuth = setup.Admin
 	}
-	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
+	newMCP := a.cfg.withTools(srv.NewMCP)
+	if a.audit != nil {
+		made := newMCP
+		newMCP = func() *mcp.Server {
+			m := made()
+			m.AddReceivingMiddleware(a.audit.auditTools(r))
+			return m
+		}
+	}
+	gw, err := gateway.New(newMCP, opts)
 	if err != nil {
 		return usageError{err}
 	}
