@@ -85,12 +85,14 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		ln.Close()
 		return err
 	}
-	stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl))
-	if err != nil {
-		ln.Close()
-		return err
+	// Without its control socket (a data folder whose path is too long for
+	// one, say) the server still serves; store commands then answer
+	// store_locked, as before.
+	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl)); err != nil {
+		a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
+	} else {
+		defer stopControl()
 	}
-	defer stopControl()
 	host, all := clientHost(ln.Addr())
 	if all {
 		a.log.Warn("listening on all interfaces; other machines reach this server at this machine's address",

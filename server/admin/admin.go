@@ -161,8 +161,11 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 				}
 				ns = n
 			}
-			if rt.method != http.MethodPost || rt.op != "admin.import" {
+			if rt.op != "admin.import" {
 				// Only an import has a body; the others take none.
+				if r.ContentLength > 0 {
+					return &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
+				}
 				r.Body = http.MaxBytesReader(w, r.Body, 0)
 			}
 			return rt.serve(h, w, r, ns)

@@ -139,6 +139,7 @@ func TestErrorsCarryTheirCodeAndStatus(t *testing.T) {
 		{"a limit out of range is invalid_argument", "GET", "namespaces?limit=0", "", 400, memgate.CodeInvalidArgument},
 		{"a bad on_conflict is invalid_argument", "POST", "namespaces/a/import?on_conflict=merge", "", 400, memgate.CodeInvalidArgument},
 		{"an import past its bound is too_large", "POST", "namespaces/a/import", "123456789", 413, memgate.CodeTooLarge},
+		{"a body on a route that takes none is too_large", "POST", "namespaces/a/candidates/x/reject", "{}", 413, memgate.CodeTooLarge},
 		{"an unknown route is not_found", "GET", "nothing", "", 404, memgate.CodeNotFound},
 	}
 	for _, c := range cases {
