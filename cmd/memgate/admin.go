@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server/admin"
@@ -120,21 +121,22 @@ func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
 			// read transaction (which keeps writers from growing the file's
 			// mapping) lasts as long as a local copy, not as long as a slow
 			// client, and the lease ends before the transfer.
-			f, err := os.CreateTemp(tenants.StoresDir(dataDir), ".backup-*")
+			dir, err := os.MkdirTemp(tenants.StoresDir(dataDir), ".backup-*")
 			if err != nil {
 				release()
 				return 0, storage.StoreError("cmd.backup", err)
 			}
-			defer os.Remove(f.Name())
-			defer f.Close()
-			_, err = st.Backup(ctx, f)
+			defer os.RemoveAll(dir)
+			_, err = st.BackupFile(ctx, filepath.Join(dir, storage.FileName))
 			release()
 			if err != nil {
 				return 0, err
 			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
+			f, err := os.Open(filepath.Join(dir, storage.FileName))
+			if err != nil {
 				return 0, memgate.Internal("cmd.backup", err)
 			}
+			defer f.Close()
 			return io.Copy(w, f)
 		},
 		Candidates: func(ctx context.Context, ns memgate.Namespace, cursor string, limit int) (any, error) {
