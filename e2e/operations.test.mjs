@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 
-import { dataDir, runBinary } from './harness.mjs';
+import { dataDir, runBinary, startServer } from './harness.mjs';
 import { startHttpServer, connectSession, request, rpcHeaders, initializeBody, STATEFUL } from './http-harness.mjs';
 
 const ADMIN = 'admin-token-e2e-0123456789';
@@ -94,4 +94,18 @@ test('rate limits answer 429 past the burst, and the audit log records calls wit
   const lines = (await readFile(audit, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
   assert.ok(lines.some((l) => l.op === 'admin.stats' && l.code === 'ok' && l.subject === 'admin'));
   assert.ok(!(await readFile(audit, 'utf8')).includes(ADMIN));
+});
+
+test('a stdio server audits its tool calls too, without their content', async (t) => {
+  const dir = await dataDir(t);
+  const audit = path.join(dir, 'audit.jsonl');
+  const srv = await startServer(t, dir, ['--audit-log', audit]);
+  await srv.ok('remember', { id: 'stdio-id-42', text: 'a stdio memory of pistachio' });
+  await srv.fail('get', { id: 'absent-id-7' });
+  assert.equal((await srv.close()).code, 0);
+  const text = await readFile(audit, 'utf8');
+  const lines = text.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(lines.map((l) => [l.op, l.code, l.namespace]),
+    [['tools/call remember', 'ok', 'default'], ['tools/call get', 'not_found', 'default']]);
+  for (const secret of ['stdio-id-42', 'absent-id-7', 'pistachio']) assert.ok(!text.includes(secret), secret);
 });
