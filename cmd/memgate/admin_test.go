@@ -177,8 +177,13 @@ func TestAdminAPIOperatesANamespace(t *testing.T) {
 // line; stdio servers of other namespaces still share the folder.
 func TestSecondHTTPServerRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
-	serveHTTP(t, env{}, "--data-dir", dir)
+	first := serveHTTP(t, env{}, "--data-dir", dir)
 	r := mg(t, env{}, "", "serve", "--transport", "http", "--bind", "127.0.0.1:0", "--data-dir", dir)
 	r.fails(t, 2, "another memgate already serves this data folder over HTTP")
 	mg(t, env{}, "", "remember", "--data-dir", dir, "--namespace", "other", "a note of another namespace").ok(t)
+	// Once the first has stopped, the folder is free again.
+	first.stop()
+	<-first.done
+	first.done <- nil
+	serveHTTP(t, env{}, "--data-dir", dir)
 }
