@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -56,7 +57,7 @@ func (a *app) serveControl(ctx context.Context, h http.Handler) (func(), error) 
 		return nil, fmt.Errorf("the control socket: %w", err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return ctx }}
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug), BaseContext: func(net.Listener) context.Context { return ctx }}
 	go hs.Serve(sameUser{ln.(*net.UnixListener), a.log.Warn})
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
@@ -107,12 +108,9 @@ func samePeer(peer, uid int) error {
 // controlHandler is the admin API on pool with the routes only the store
 // commands use: the stats tool's answer, and purging the trash.
 func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Handler {
-	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log}
-	if a.audit != nil {
-		o.Audit = a.audit.auditAdmin
-	}
 	local := &memgate.Principal{Subject: "local"} // the server's own user (the peer check)
-	h := admin.Handler(adminOps(pool, a.cfg.DataDir), admin.Options{MaxImportBytes: o.MaxImportBytes, Logger: a.log, Audit: o.Audit,
+	// The local user's own files: an import through the socket is not bounded.
+	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
 		Extra: map[string]http.HandlerFunc{
 			"GET /control/v1/stats/{ns}": func(w http.ResponseWriter, r *http.Request) {
 				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
@@ -155,7 +153,11 @@ func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Hand
 				}
 				admin.WriteError(w, err)
 			},
-		}})
+		}}
+	if a.audit != nil {
+		o.Audit = a.audit.auditAdmin
+	}
+	h := admin.Handler(adminOps(pool, a.cfg.DataDir), o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), local)))
 	})
