@@ -156,6 +156,7 @@ func BenchmarkGateway(b *testing.B) {
 		otel             bool
 	}{
 		{"noop", "noop", `{}`, false},
+		{"noop-ratelimit", "noop", `{}`, false},
 		{"stats", "stats", `{}`, false},
 		{"search10", "search", `{"query":"staging deploys","limit":10}`, false},
 		{"search1", "search", `{"query":"staging deploys","limit":1}`, false},
@@ -174,7 +175,11 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, gateway.Options{Telemetry: tel})
+			opts := gateway.Options{Telemetry: tel}
+			if c.name == "noop-ratelimit" {
+				opts.RateLimit = 1e9 // every call takes a token, none waits
+			}
+			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
