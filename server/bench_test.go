@@ -160,6 +160,7 @@ func BenchmarkGateway(b *testing.B) {
 		{"stats", "stats", `{}`, false},
 		{"search10", "search", `{"query":"staging deploys","limit":10}`, false},
 		{"search1", "search", `{"query":"staging deploys","limit":1}`, false},
+		{"remember", "remember", `{"text":"The deploy pipeline runs on Tuesdays; staging first, then production after review.","tags":["process","deploy"]}`, false},
 		{"noop-otel", "noop", `{}`, true},
 		{"search10-otel", "search", `{"query":"staging deploys","limit":10}`, true},
 	} {
