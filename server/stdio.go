@@ -45,7 +45,8 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	lw := &lockedWriter{w: out}
 	conn := newStdioConn(ctx, in, lw, int64(s.maxReply), s.obs.tracer != nil)
 	// The calls' contexts come from this one: their spans say pipe.
-	err := s.mcp.Run(context.WithValue(ctx, transportKey{}, true), stdioTransport{conn})
+	ctx2 := context.WithValue(context.WithValue(ctx, transportKey{}, true), stdioConnKey{}, conn)
+	err := s.mcp.Run(ctx2, stdioTransport{conn})
 	conn.Close() // the reader stops at its next line
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
@@ -102,6 +103,16 @@ type stdioConn struct {
 	initID   jsonrpc.ID // the id of the initialize call, until it is answered
 	revision string     // the protocol revision the session agreed
 	batches  map[jsonrpc.ID]*msgBatch
+	tools    map[jsonrpc.ID]*toolCall        // the tools/call calls in flight
+	extras   map[*mcp.RequestExtra]*toolCall // the same, by what their requests carry
+}
+
+// toolCall is a tools/call in flight: the Extra its request carries, by
+// which encodeOnce finds it, and the answer's result once encoded.
+type toolCall struct {
+	id     jsonrpc.ID
+	extra  *mcp.RequestExtra
+	result []byte
 }
 
 // lineOrErr is one message the reader passes on, a batch's messages, or
@@ -290,7 +301,36 @@ func (c *stdioConn) took(m jsonrpc.Message) jsonrpc.Message {
 	if c.traced && req.Extra == nil {
 		req.Extra = stdioExtra(req.ID)
 	}
+	if req.Method == "tools/call" {
+		extra, _ := req.Extra.(*mcp.RequestExtra)
+		if extra == nil && req.Extra == nil {
+			extra = &mcp.RequestExtra{}
+			req.Extra = extra
+		}
+		c.mu.Lock()
+		if _, dup := c.tools[req.ID]; extra != nil && !dup {
+			if c.tools == nil {
+				c.tools, c.extras = map[jsonrpc.ID]*toolCall{}, map[*mcp.RequestExtra]*toolCall{}
+			}
+			t := &toolCall{id: req.ID, extra: extra}
+			c.tools[req.ID], c.extras[extra] = t, t
+		}
+		c.mu.Unlock()
+	}
 	return m
+}
+
+// encoded keeps result, encoded by encodeOnce, as the answer to the call
+// whose request carries extra; false if no call in flight carries it.
+func (c *stdioConn) encoded(extra *mcp.RequestExtra, result []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.extras[extra]
+	if t == nil {
+		return false
+	}
+	t.result = result
+	return true
 }
 
 // errNotInitialized answers a call that comes before initialize.
@@ -328,6 +368,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		if resp.Error == nil && json.Unmarshal(resp.Result, &agreed) == nil {
 			c.revision = agreed.ProtocolVersion
+		}
+	}
+	if t := c.tools[resp.ID]; t != nil && (t.result == nil || bytes.Equal(resp.Result, placeholderJSON)) {
+		delete(c.tools, resp.ID)
+		delete(c.extras, t.extra)
+		if t.result != nil && resp.Error == nil {
+			resp = &jsonrpc.Response{ID: resp.ID, Result: t.result}
 		}
 	}
 	batch, inBatch := c.batches[resp.ID]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate/server/message"
 )
@@ -161,6 +162,40 @@ func TestAppendResponse(t *testing.T) {
 					t.Errorf("id %v, result %q, error %v: %s, want %s (%v)", raw, r, e, got[1:], want, err)
 				}
 			}
+		}
+	}
+}
+
+// TestAppendToolResult: a result encodeOnce encodes is json.Marshal's
+// bytes, which are what the SDK writes, whatever its text holds.
+func TestAppendToolResult(t *testing.T) {
+	texts := []string{"", "plain", `quote " and \ backslash`, "<b>&amp;</b>", "line\nbreak\ttab\r\b\f\x00\x1f",
+		"\u2028\u2029", "é ü 日本", "bad \xff utf-8", "\x7f del"}
+	for _, text := range texts {
+		for _, isError := range []bool{false, true} {
+			sc := marshal(map[string]string{"text": text, "<k>": "&"})
+			r := &mcp.CallToolResult{IsError: isError, StructuredContent: json.RawMessage(sc),
+				Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}, &mcp.TextContent{Text: text}}}
+			want, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := appendToolResult(nil, r)
+			if !ok || string(got) != string(want) {
+				t.Errorf("text %q: %s\nwant %s", text, got, want)
+			}
+		}
+	}
+	if b, _ := json.Marshal(encodedPlaceholder); string(b) != string(placeholderJSON) {
+		t.Errorf("the placeholder encodes as %s, not %s", b, placeholderJSON)
+	}
+	for _, r := range []*mcp.CallToolResult{
+		{StructuredContent: map[string]any{"a": 1}},
+		{StructuredContent: json.RawMessage(`{}`), Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x")}}},
+		{StructuredContent: json.RawMessage(`{}`), Meta: mcp.Meta{"k": "v"}},
+	} {
+		if _, ok := appendToolResult(nil, r); ok {
+			t.Errorf("encoded a result of another shape: %+v", r)
 		}
 	}
 }
