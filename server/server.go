@@ -173,6 +173,8 @@ func New(opts Options) (*Server, error) {
 	s.lease, s.leaseOnly = s.observeLease(opts.Lease), s.observeLease(opts.LeaseRead)
 
 	s.mcp = s.NewMCP()
+	// Outermost: it sees the answer every other middleware made.
+	s.mcp.AddReceivingMiddleware(encodeOnce)
 	return s, nil
 }
 

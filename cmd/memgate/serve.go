@@ -69,6 +69,7 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 // line on stderr, status 1), rather than at the client's first call. The
 // store stays open, and locked, in the pool.
 func (c *serveCmd) Run(a *app) error {
+	setGCPolicy(a.getenv, "/sys/fs/cgroup")
 	stop, err := a.cfg.startProfiles()
 	if err != nil {
 		return err
