@@ -236,3 +236,12 @@ func toolName(s string) bool {
 	}
 	return true
 }
+
+// toolMiddleware is the middleware the servers of the run wrap their
+// requests in: the audit of tool calls, with --audit-log.
+func (a *app) toolMiddleware(r *tenants.Resolver) []mcp.Middleware {
+	if a.audit == nil {
+		return nil
+	}
+	return []mcp.Middleware{a.audit.auditTools(r)}
+}

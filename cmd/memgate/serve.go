@@ -117,9 +117,6 @@ func (c *serveCmd) Run(a *app) error {
 		if err != nil {
 			return err
 		}
-		if a.audit != nil {
-			srv.MCP().AddReceivingMiddleware(a.audit.auditTools(r))
-		}
 		_, release, err := pool.Lease(a.ctx, ns)
 		if err != nil {
 			return err

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
@@ -64,14 +62,6 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		opts.AdminAuth = setup.Admin
 	}
 	newMCP := a.cfg.withTools(srv.NewMCP)
-	if a.audit != nil {
-		made := newMCP
-		newMCP = func() *mcp.Server {
-			m := made()
-			m.AddReceivingMiddleware(a.audit.auditTools(r))
-			return m
-		}
-	}
 	gw, err := gateway.New(newMCP, opts)
 	if err != nil {
 		return usageError{err}
