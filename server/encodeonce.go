@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"unicode/utf8"
 
+	"github.com/memgate/memgate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -80,7 +80,7 @@ func appendToolResult(b []byte, r *mcp.CallToolResult) (_ []byte, ok bool) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":"text","text":`...)
-		b = appendHTMLString(b, t.Text)
+		b = memgate.AppendHTMLString(b, t.Text)
 		b = append(b, '}')
 	}
 	b = append(b, `],"structuredContent":`...)
@@ -92,58 +92,6 @@ func appendToolResult(b []byte, r *mcp.CallToolResult) (_ []byte, ok bool) {
 }
 
 const lowerHex = "0123456789abcdef"
-
-// appendHTMLString writes s as a JSON string as json.Marshal does: the
-// short escapes, \u00XX for other control characters and for < > &,
-// U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendHTMLString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', lowerHex[b>>4], lowerHex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', lowerHex[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
 
 // appendHTMLEscaped appends compact JSON js as json.Marshal writes a
 // json.RawMessage: < > & and U+2028, U+2029 (which appear only inside its
