@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
@@ -41,7 +43,7 @@ type storeStats struct {
 	memgate.StoreStats
 }
 
-func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
+func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server) admin.Ops {
 	stats := func(ctx context.Context, ns memgate.Namespace) (storeStats, error) {
 		st, release, ok, err := leaseStore(ctx, pool, ns)
 		if err != nil || !ok {
@@ -191,5 +193,12 @@ func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
 			})
 		},
 		Erase: pool.Erase,
+		Tool: func(ctx context.Context, ns memgate.Namespace, tool string, args json.RawMessage) (json.RawMessage, error) {
+			p := memgate.Principal{Namespace: string(ns)}
+			if caller := server.PrincipalFrom(ctx); caller != nil {
+				p.Subject = caller.Subject
+			}
+			return tools.Invoke(server.WithPrincipal(ctx, &p), tool, args)
+		},
 	}
 }

@@ -88,7 +88,7 @@ func TestAdminRoutesNeedTheAdminScope(t *testing.T) {
 			s := serveHTTP(t, m.env, append([]string{"--data-dir", t.TempDir()}, m.args...)...)
 			base := strings.TrimSuffix(s.url, "/mcp")
 			for _, r := range admin.Routes() {
-				path := strings.NewReplacer("{ns}", "team-a", "{id}", "none").Replace(r[1])
+				path := strings.NewReplacer("{ns}", "team-a", "{id}", "none", "{tool}", "search").Replace(r[1])
 				if code, _ := adminCall(t, base, r[0], path, "", nil); code != 401 {
 					t.Errorf("%s %s without a token: %d", r[0], path, code)
 				}
@@ -186,4 +186,73 @@ func TestSecondHTTPServerRefusesToStart(t *testing.T) {
 	<-first.done
 	first.done <- nil
 	serveHTTP(t, env{}, "--data-dir", dir)
+}
+
+// The admin API runs the tools on the path's namespace as tools/call would,
+// writing directly even in candidate mode: an edit with the version read
+// wins once and conflicts after, a forget goes to the trash, and the audit
+// log names the tool but holds no text, id or query.
+func TestAdminToolsCurateAMemory(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", dir, "--write-mode", "candidate",
+		"--trash-retention", "1h", "--audit-log", audit)
+	base := strings.TrimSuffix(s.url, "/mcp")
+	tool := func(name, args string) (int, map[string]any) {
+		t.Helper()
+		code, body := adminCall(t, base, "POST", "namespaces/team-a/tools/"+name, adminToken, strings.NewReader(args))
+		var v map[string]any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatalf("%s: %d %q", name, code, body)
+		}
+		return code, v
+	}
+	if code, v := tool("remember", `{"id":"pref-editor","text":"Ana prefers Helix","tags":["ana"]}`); code != 200 || v["created"] != true {
+		t.Fatalf("remember %d %v", code, v)
+	}
+	code, v := tool("get", `{"id":"pref-editor"}`)
+	if code != 200 {
+		t.Fatalf("get %d %v", code, v)
+	}
+	version := v["memory"].(map[string]any)["version"].(float64)
+	edit := fmt.Sprintf(`{"id":"pref-editor","text":"Ana prefers Zed","tags":["ana"],"if_version":%d}`, int(version))
+	if code, v = tool("remember", edit); code != 200 {
+		t.Fatalf("the edit %d %v", code, v)
+	}
+	if code, v = tool("remember", edit); code != 409 || v["error"].(map[string]any)["code"] != "version_conflict" {
+		t.Fatalf("the same edit again %d %v", code, v)
+	}
+	if code, v = tool("search", `{"query":"zed"}`); code != 200 || len(v["hits"].([]any)) != 1 {
+		t.Fatalf("search %d %v", code, v)
+	}
+	if code, v = tool("search", `{"query":"zed","namespace":"team-b"}`); code != 400 {
+		t.Fatalf("a namespace argument %d %v", code, v)
+	}
+	if code, v = tool("export", ``); code != 404 {
+		t.Fatalf("export as a tool %d %v", code, v)
+	}
+	if code, v = tool("forget", `{"id":"pref-editor"}`); code != 200 || v["forgotten"] != true {
+		t.Fatalf("forget %d %v", code, v)
+	}
+	if code, body := adminCall(t, base, "GET", "namespaces/team-a/trash", adminToken, nil); code != 200 || !strings.Contains(body, "Ana prefers Zed") {
+		t.Fatalf("trash %d %s", code, body)
+	}
+	if code, v = tool("remember", `[1]`); code != 400 {
+		t.Fatalf("arguments that are no object %d %v", code, v)
+	}
+	s.stop()
+	<-s.done
+	s.done <- nil
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"op":"admin.tool remember"`) || !strings.Contains(string(b), `"op":"admin.tool search"`) {
+		t.Fatalf("the audit log: %s", b)
+	}
+	for _, secret := range []string{"Helix", "Zed", "pref-editor", "zed", adminToken} {
+		if strings.Contains(string(b), secret) || strings.Contains(s.stderr.String(), secret) {
+			t.Fatalf("%q reached the audit log or the log", secret)
+		}
+	}
 }

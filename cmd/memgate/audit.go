@@ -159,6 +159,9 @@ func (l *auditLog) close() {
 func (l *auditLog) auditAdmin(a admin.Action) {
 	e := auditEntry{Time: time.Now().UTC(), Op: a.Op, Namespace: string(a.Namespace), Code: string(a.Code),
 		DurationMS: durationMS(a.Duration)}
+	if toolName(a.Tool) {
+		e.Op += " " + a.Tool
+	}
 	if p := server.PrincipalFrom(a.Request.Context()); p != nil {
 		e.Subject = p.Subject
 	}

@@ -107,7 +107,7 @@ func samePeer(peer, uid int) error {
 
 // controlHandler is the admin API on pool with the routes only the store
 // commands use: the stats tool's answer, and purging the trash.
-func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Handler {
+func (a *app) controlHandler(pool *tenants.Pool, stats, tools *server.Server) http.Handler {
 	local := &memgate.Principal{Subject: "local"} // the server's own user (the peer check)
 	// The local user's own files: an import through the socket is not bounded.
 	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
@@ -157,7 +157,7 @@ func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Hand
 	if a.audit != nil {
 		o.Audit = a.audit.auditAdmin
 	}
-	h := admin.Handler(adminOps(pool, a.cfg.DataDir), o)
+	h := admin.Handler(adminOps(pool, a.cfg.DataDir, tools), o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), local)))
 	})

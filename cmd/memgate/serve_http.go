@@ -40,6 +40,10 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return err
 	}
+	tools, err := a.adminServer(pool)
+	if err != nil {
+		return err
+	}
 	unlock, err := lockHTTP(a.cfg.DataDir)
 	if err != nil {
 		return err
@@ -58,7 +62,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		if a.audit != nil {
 			ao.Audit = a.audit.auditAdmin
 		}
-		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), ao)
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir, tools), ao)
 		opts.AdminAuth = setup.Admin
 	}
 	newMCP := a.cfg.withTools(srv.NewMCP)
@@ -78,7 +82,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	// Without its control socket (a data folder whose path is too long for
 	// one, say) the server still serves; store commands then answer
 	// store_locked, as before.
-	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl)); err != nil {
+	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl, tools)); err != nil {
 		a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
 	} else {
 		defer stopControl()

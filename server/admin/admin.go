@@ -21,6 +21,10 @@ const Prefix = "/admin/v1/"
 // DefaultMaxImportBytes bounds an import's body unless Options says otherwise.
 const DefaultMaxImportBytes = 1 << 30
 
+// DefaultMaxToolBytes bounds the arguments of a tool call (POST
+// namespaces/{ns}/tools/{tool}) unless Options says otherwise.
+const DefaultMaxToolBytes = 1 << 20
+
 // NamespaceInfo is one namespace in the list of GET namespaces.
 type NamespaceInfo struct {
 	Namespace  string `json:"namespace"`
@@ -59,12 +63,17 @@ type Ops struct {
 	Restore    func(ctx context.Context, ns memgate.Namespace, id string) (any, error)
 	// Erase closes the namespace's store once its leases end and deletes it.
 	Erase func(ctx context.Context, ns memgate.Namespace) error
+	// Tool runs an MCP tool on ns's store with args (the request's body) as
+	// tools/call would, and returns its structured content; a tool error is
+	// its *memgate.Error, an unknown tool not_found.
+	Tool func(ctx context.Context, ns memgate.Namespace, tool string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // An Action is one admin request, as the audit log records it: never an
 // id, a cursor or a body.
 type Action struct {
 	Op        string // "admin.backup", ...
+	Tool      string // the path's tool of "admin.tool" (any word), else ""
 	Namespace memgate.Namespace
 	Code      memgate.Code // "" on success
 	Duration  time.Duration
@@ -78,6 +87,9 @@ type Options struct {
 	MaxImportBytes int64
 	// Audit, when set, is called once per request that reached a route.
 	Audit func(Action)
+	// MaxToolBytes bounds a tool call's arguments (413 beyond them);
+	// 0 means DefaultMaxToolBytes.
+	MaxToolBytes int64
 	// Logger receives internal failures (their cause); nil discards them.
 	Logger *slog.Logger
 	// Extra routes, by ServeMux pattern (the control socket adds its own);
@@ -95,6 +107,9 @@ func OpenAPI() []byte { return openAPI }
 func Handler(ops Ops, o Options) http.Handler {
 	if o.MaxImportBytes <= 0 {
 		o.MaxImportBytes = DefaultMaxImportBytes
+	}
+	if o.MaxToolBytes <= 0 {
+		o.MaxToolBytes = DefaultMaxToolBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -132,6 +147,7 @@ var routes = []route{
 	{"POST", "namespaces/{ns}/candidates/{id}/reject", "admin.reject", (*handler).reject},
 	{"GET", "namespaces/{ns}/trash", "admin.trash", (*handler).trash},
 	{"POST", "namespaces/{ns}/trash/{id}/restore", "admin.restore", (*handler).restore},
+	{"POST", "namespaces/{ns}/tools/{tool}", "admin.tool", (*handler).tool},
 }
 
 // Routes returns the method and path (under Prefix, with {ns} and {id}) of
@@ -161,8 +177,9 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 				}
 				ns = n
 			}
-			if rt.op != "admin.import" {
-				// Only an import has a body; the others take none.
+			if rt.op != "admin.import" && rt.op != "admin.tool" {
+				// Only an import and a tool call have a body; the others
+				// take none.
 				if r.ContentLength > 0 {
 					return &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
 				}
@@ -180,7 +197,11 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 			WriteError(w, e)
 		}
 		if h.o.Audit != nil && rt.op != "admin.openapi" {
-			h.o.Audit(Action{Op: rt.op, Namespace: ns, Code: code, Duration: time.Since(start), Request: r})
+			a := Action{Op: rt.op, Namespace: ns, Code: code, Duration: time.Since(start), Request: r}
+			if rt.op == "admin.tool" {
+				a.Tool = r.PathValue("tool")
+			}
+			h.o.Audit(a)
 		}
 	}
 }
@@ -380,6 +401,37 @@ func (h *handler) trash(w http.ResponseWriter, r *http.Request, ns memgate.Names
 func (h *handler) restore(w http.ResponseWriter, r *http.Request, ns memgate.Namespace) error {
 	return answer(w, http.StatusOK)(h.ops.Restore(r.Context(), ns, r.PathValue("id")))
 }
+
+// tool runs a tool with the body as its arguments (nothing is none), on
+// the path's namespace: the arguments take no namespace of their own.
+func (h *handler) tool(w http.ResponseWriter, r *http.Request, ns memgate.Namespace) error {
+	if r.ContentLength > h.o.MaxToolBytes {
+		return errToolTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxToolBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return errToolTooLarge
+	}
+	if err != nil {
+		return &memgate.Error{Code: memgate.CodeInvalidArgument, Message: "the request body could not be read"}
+	}
+	args := json.RawMessage(bytes.TrimSpace(body))
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	out, err := h.ops.Tool(r.Context(), ns, r.PathValue("tool"), args)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)+1))
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(out, '\n'))
+	return nil
+}
+
+var errToolTooLarge = &memgate.Error{Code: memgate.CodeTooLarge, Message: "the arguments pass the largest tool call this API takes"}
 
 // answer writes v as JSON unless err.
 func answer(w http.ResponseWriter, status int) func(v any, err error) error {

@@ -60,6 +60,10 @@ func ops(called *[]string) admin.Ops {
 			return map[string]any{}, nil
 		},
 		Erase: func(context.Context, memgate.Namespace) error { hit("erase"); return nil },
+		Tool: func(_ context.Context, _ memgate.Namespace, _ string, args json.RawMessage) (json.RawMessage, error) {
+			hit("tool")
+			return args, nil
+		},
 	}
 }
 
@@ -95,7 +99,7 @@ func TestOpenAPIMatchesTheHandlers(t *testing.T) {
 		if !slices.Contains(routes, d) {
 			t.Errorf("%s %s is documented but not a route", d[0], d[1])
 		}
-		path := strings.NewReplacer("{ns}", "team-a", "{id}", "some-id").Replace(admin.Prefix + d[1])
+		path := strings.NewReplacer("{ns}", "team-a", "{id}", "some-id", "{tool}", "search").Replace(admin.Prefix + d[1])
 		rec := httptest.NewRecorder()
 		var body io.Reader
 		if d[0] == "POST" {
@@ -189,5 +193,34 @@ func TestImportStreamsWithinItsBound(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", admin.Prefix+"namespaces/a/import", pr))
 	if rec.Code != 413 {
 		t.Fatalf("one byte past the bound: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A tool call's arguments are the body, passed on as they came (nothing is
+// no arguments), within MaxToolBytes: N bytes pass, N+1 are 413, whatever
+// Content-Length says.
+func TestToolArgumentsWithinTheirBound(t *testing.T) {
+	var called []string
+	const bound = 1024
+	h := admin.Handler(ops(&called), admin.Options{MaxToolBytes: bound})
+	call := func(body string, length int64) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", admin.Prefix+"namespaces/a/tools/search", strings.NewReader(body))
+		req.ContentLength = length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call("", 0); rec.Code != 200 || rec.Body.String() != "{}\n" {
+		t.Fatalf("no body: %d %q", rec.Code, rec.Body)
+	}
+	args := `{"query":"` + strings.Repeat("x", bound-len(`{"query":""}`)) + `"}`
+	if rec := call(args, int64(len(args))); rec.Code != 200 || rec.Body.String() != args+"\n" {
+		t.Fatalf("%d bytes: %d", len(args), rec.Code)
+	}
+	longer := `{"query":"x` + args[len(`{"query":"`):]
+	for _, length := range []int64{int64(len(longer)), -1} {
+		if rec := call(longer, length); rec.Code != 413 || !strings.Contains(rec.Body.String(), `"too_large"`) {
+			t.Fatalf("%d bytes (Content-Length %d): %d %s", len(longer), length, rec.Code, rec.Body)
+		}
 	}
 }
