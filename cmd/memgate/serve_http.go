@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memgate/memgate/server/admin"
+	"github.com/memgate/memgate/server/console"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
@@ -32,6 +33,9 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		case setup.Auth == nil:
 			return usageError{errors.New("--bind: serving other machines needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
 		}
+	}
+	if f.Console && setup.Admin == nil {
+		return usageError{errors.New("--console: the console signs in with an admin credential: set MEMGATE_ADMIN_TOKEN, or an auth mode (--tokens-file, JWT, OAuth) whose tokens can carry the memory:admin scope")}
 	}
 	if r.Strategy == tenants.Token && setup.Auth == nil {
 		return usageError{errors.New("--namespace-strategy: token needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
@@ -64,6 +68,9 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		}
 		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir, tools), ao)
 		opts.AdminAuth = setup.Admin
+		if f.Console {
+			opts.Console = console.Handler()
+		}
 	}
 	newMCP := a.cfg.withTools(srv.NewMCP)
 	gw, err := gateway.New(newMCP, opts)
