@@ -256,3 +256,23 @@ func TestAdminToolsCurateAMemory(t *testing.T) {
 		}
 	}
 }
+
+// --console serves the page only beside the admin API, and only over HTTP.
+func TestConsoleIsServedBesideTheAdminAPI(t *testing.T) {
+	page := func(s *servedHTTP) int {
+		resp, err := http.Get(strings.TrimSuffix(s.url, "/mcp") + "/console/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := page(serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--console")); code != 200 {
+		t.Fatalf("with --console: %d", code)
+	}
+	if code := page(serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir())); code != 404 {
+		t.Fatalf("without --console: %d", code)
+	}
+	mg(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "", "serve", "--data-dir", t.TempDir(), "--console").
+		fails(t, 2, "--console: the console is a page of the HTTP gateway")
+}

@@ -25,14 +25,19 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 //go:embed assets
 var assets embed.FS
 
-// Handler serves the console's files under Prefix (the page at Prefix
-// itself), GET and HEAD only.
-func Handler() http.Handler {
+// Assets returns the console's files: index.html, its script and style.
+func Assets() fs.FS {
 	root, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic("console: " + err.Error()) // the embedded folder is always there
 	}
-	files := http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(root))
+	return root
+}
+
+// Handler serves the console's files under Prefix (the page at Prefix
+// itself), GET and HEAD only.
+func Handler() http.Handler {
+	files := http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(Assets()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP)
