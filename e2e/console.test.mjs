@@ -48,6 +48,7 @@ test('the console in a real browser', { skip: missing && `no browser at ${BROWSE
     ['pref-editor', 'Ana prefers Helix as her editor, with Vim keys.', 'Editor preference', ['ana', 'tools']],
     ['deploys', 'Deploys happen on Tuesdays after the design review.', 'Deploy day', ['process']],
     ['db', 'The billing service keeps its ledger in PostgreSQL 16.', 'Billing database', ['billing']],
+    ['markup', '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script> is markup', '<b>not bold</b>', ['web']],
   ]) {
     assert.equal((await tool(srv, 'team-a', 'remember', { id, text, title, tags })).status, 200);
   }
@@ -89,11 +90,18 @@ test('the console in a real browser', { skip: missing && `no browser at ${BROWSE
   await page.click('#sign-in button');
   const row = page.locator('#namespaces tr', { hasText: 'team-a' });
   await row.waitFor();
-  assert.match(await row.innerText(), /team-a\s+3/);
+  assert.match(await row.innerText(), /team-a\s+4/);
   await shot('2-namespaces');
 
-  // Search, then open the hit.
+  // A memory's markup is shown as text, never run.
   await row.locator('a').click();
+  const markup = page.locator('article.memory', { hasText: '<img src=x onerror=' });
+  await markup.waitFor();
+  assert.equal(await markup.locator('h2').innerText(), '<b>not bold</b>');
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  assert.equal(await page.locator('article.memory img, article.memory b, article.memory script').count(), 0);
+
+  // Search, then open the hit.
   await page.fill('#search input', 'helix editor');
   await page.click('#search button');
   const hit = page.locator('article.memory', { hasText: 'Helix' });
