@@ -200,6 +200,15 @@ func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store,
 	return s, release, err
 }
 
+// Holds reports whether ns's store is open (or opening) in the pool: this
+// process holds its file.
+func (p *Pool) Holds(ns memgate.Namespace) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.lru.Peek(ns)
+	return ok
+}
+
 // LeaseOpened is Lease that also reports whether this lease opened the
 // store (a miss), for tracing and benchmarks.
 func (p *Pool) LeaseOpened(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), bool, error) {

@@ -125,6 +125,7 @@ func (c *serveCmd) Run(a *app) error {
 			return err
 		}
 		release()
+		defer a.startControl(pool, a.stdioSocket(), true)()
 		return a.serveStdio(srv, ns)
 	})
 }

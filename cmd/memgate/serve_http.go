@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -44,10 +45,6 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return err
 	}
-	tools, err := a.adminServer(pool)
-	if err != nil {
-		return err
-	}
 	unlock, err := lockHTTP(a.cfg.DataDir)
 	if err != nil {
 		return err
@@ -62,6 +59,10 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
 	if setup.Admin != nil {
+		tools, err := a.adminServer(pool)
+		if err != nil {
+			return err
+		}
 		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log}
 		if a.audit != nil {
 			ao.Audit = a.audit.auditAdmin
@@ -81,19 +82,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return fmt.Errorf("--bind: cannot listen: %w", err)
 	}
-	ctl, err := a.controlServer(pool)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	// Without its control socket (a data folder whose path is too long for
-	// one, say) the server still serves; store commands then answer
-	// store_locked, as before.
-	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl, tools)); err != nil {
-		a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
-	} else {
-		defer stopControl()
-	}
+	defer a.startControl(pool, filepath.Join(a.cfg.DataDir, controlSocket), false)()
 	host, all := clientHost(ln.Addr())
 	if all {
 		a.log.Warn("listening on all interfaces; other machines reach this server at this machine's address",
