@@ -357,61 +357,52 @@ function forgetButton(name, m) {
   return button;
 }
 
-async function showCandidates(name) {
-  const list = el("div", { class: "list" });
-  const page = await call("GET", ns(name) + "/candidates?limit=" + pageSize);
-  for (const c of page.memories) {
-    const card = memoryCard(
-      name,
-      c,
-      el("button", {
-        type: "button",
-        text: "Approve",
-        onclick: () =>
-          call("POST", ns(name) + "/candidates/" + encodeURIComponent(c.id) + "/approve")
-            .then(() => (say("Approved: now a memory.", "ok"), card.remove()))
-            .catch(fail),
-      }),
-      el("button", {
-        type: "button",
-        class: "danger",
-        text: "Reject",
-        onclick: () =>
-          call("POST", ns(name) + "/candidates/" + encodeURIComponent(c.id) + "/reject")
-            .then(() => (say("Rejected.", "ok"), card.remove()))
-            .catch(fail),
-      }),
-    );
-    card.querySelector("h2").replaceChildren(c.title || c.id);
-    list.append(card);
-  }
-  if (!list.children.length) list.append(el("p", { class: "empty", text: "No candidates await approval." }));
-  show(...nsHeader(name, "candidates"), list);
+// action is a button that posts to path and, once that is done, says so
+// and takes its card away.
+function action(label, path, done, danger) {
+  const button = el("button", { type: "button", class: danger ? "danger" : undefined, text: label });
+  button.addEventListener("click", () =>
+    call("POST", path)
+      .then(() => {
+        say(done, "ok");
+        button.closest("article").remove();
+      })
+      .catch(fail),
+  );
+  return button;
 }
 
-async function showTrash(name) {
-  const list = el("div", { class: "list" });
-  const page = await call("GET", ns(name) + "/trash?limit=" + pageSize);
-  for (const t of page.memories) {
-    const m = t.memory;
-    const card = memoryCard(
-      name,
-      m,
-      el("button", {
-        type: "button",
-        text: "Restore",
-        onclick: () =>
-          call("POST", ns(name) + "/trash/" + encodeURIComponent(m.id) + "/restore")
-            .then(() => (say("Restored.", "ok"), card.remove()))
-            .catch(fail),
-      }),
-    );
-    card.querySelector("h2").replaceChildren(m.title || m.id);
-    card.querySelector(".meta").textContent = "version " + m.version + " · forgotten " + when(t.deleted_at);
-    list.append(card);
-  }
-  if (!list.children.length) list.append(el("p", { class: "empty", text: "The trash is empty." }));
-  show(...nsHeader(name, "trash"), list);
+// showWaiting shows a page of what waits for an administrator in ns
+// (candidates, the trash): card makes each one's card, empty is what an
+// empty page says.
+async function showWaiting(name, tab, card, empty) {
+  const page = await call("GET", ns(name) + "/" + tab + "?limit=" + pageSize);
+  const list = el("div", { class: "list" }, page.memories.map(card));
+  if (!list.children.length) list.append(el("p", { class: "empty", text: empty }));
+  show(...nsHeader(name, tab), list);
+}
+
+// waitingCard is a memory's card without a link: a candidate or a
+// forgotten memory is no memory to open.
+function waitingCard(name, m, meta, ...actions) {
+  const card = memoryCard(name, m, ...actions);
+  card.querySelector("h2").replaceChildren(m.title || m.id);
+  if (meta) card.querySelector(".meta").textContent = meta;
+  return card;
+}
+
+function showCandidates(name) {
+  const path = (c, verb) => ns(name) + "/candidates/" + encodeURIComponent(c.id) + "/" + verb;
+  return showWaiting(name, "candidates", (c) =>
+    waitingCard(name, c, "", action("Approve", path(c, "approve"), "Approved: now a memory."), action("Reject", path(c, "reject"), "Rejected.", true)),
+    "No candidates await approval.");
+}
+
+function showTrash(name) {
+  return showWaiting(name, "trash", ({ memory: m, deleted_at }) =>
+    waitingCard(name, m, "version " + m.version + " · forgotten " + when(deleted_at),
+      action("Restore", ns(name) + "/trash/" + encodeURIComponent(m.id) + "/restore", "Restored.")),
+    "The trash is empty.");
 }
 
 // go navigates to hash and says message there (a change of page clears
