@@ -394,7 +394,7 @@ function waitingCard(name, m, meta, ...actions) {
 function showCandidates(name) {
   const path = (c, verb) => ns(name) + "/candidates/" + encodeURIComponent(c.id) + "/" + verb;
   return showWaiting(name, "candidates", (c) =>
-    waitingCard(name, c, "", action("Approve", path(c, "approve"), "Approved: now a memory."), action("Reject", path(c, "reject"), "Rejected.", true)),
+    waitingCard(name, c, "proposed " + when(c.created_at), action("Approve", path(c, "approve"), "Approved: now a memory."), action("Reject", path(c, "reject"), "Rejected.", true)),
     "No candidates await approval.");
 }
 
