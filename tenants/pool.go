@@ -165,7 +165,7 @@ func NewPool(opts Options) (*Pool, error) {
 	l, _ := simplelru.NewLRU[memgate.Namespace, *entry](1<<30, nil)
 	p := &Pool{opts: opts, root: root, stores: stores, log: log, lru: l,
 		closing: map[memgate.Namespace]chan struct{}{}, failed: map[memgate.Namespace]failure{},
-		due: map[memgate.Namespace]time.Time{},
+		due:  map[memgate.Namespace]time.Time{},
 		stop: make(chan struct{})}
 	p.idle = sync.NewCond(&p.mu)
 	meter := opts.Meter
