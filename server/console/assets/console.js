@@ -107,7 +107,14 @@ function tagList(tags) {
 // ---- routes: #/, #/ns/NAME[/memories|/candidates|/trash], #/ns/NAME/memory/ID ----
 
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const decode = (p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return p; // a hash typed by hand, not one of ours
+    }
+  };
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decode);
   if (parts[0] !== "ns" || !parts[1]) return { page: "namespaces" };
   if (parts[2] === "memory" && parts[3] !== undefined) return { page: "memory", ns: parts[1], id: parts.slice(3).join("/") };
   return { page: parts[2] || "memories", ns: parts[1] };
