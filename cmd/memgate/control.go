@@ -146,60 +146,60 @@ func samePeer(peer, uid int) error {
 // pool does not hold is store_locked: it is another server's, or nobody's.
 func (a *app) controlHandler(pool *tenants.Pool, stats, tools *server.Server, onlyHeld bool) http.Handler {
 	local := &memgate.Principal{Subject: "local"} // the server's own user (the peer check)
+	var audit func(admin.Action)
+	if a.audit != nil {
+		audit = a.audit.auditAdmin
+	}
+	// route is one of the socket's own routes on {ns}: fn's answer as JSON,
+	// or its error; audited as op like the admin routes.
+	route := func(op string, fn func(r *http.Request, ns memgate.Namespace) (any, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
+			var v any
+			if err == nil {
+				v, err = fn(r, ns)
+			}
+			var b []byte
+			if err == nil {
+				if b, err = encodeJSON(v); err != nil {
+					err = memgate.Internal(op, err)
+				}
+			}
+			if err != nil {
+				admin.WriteError(w, err)
+			} else {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(b)
+			}
+			if audit != nil {
+				audit(admin.Action{Op: op, Namespace: ns, Code: memgate.ErrorCode(err), Duration: time.Since(start), Request: r})
+			}
+		}
+	}
 	// The local user's own files: an import through the socket is not bounded.
-	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
+	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log, Audit: audit,
 		Extra: map[string]http.HandlerFunc{
 			"GET /control/v1/holds/{ns}": func(w http.ResponseWriter, r *http.Request) {
 				b, _ := encodeJSON(map[string]bool{"holds": pool.Holds(memgate.Namespace(r.PathValue("ns")))})
 				w.Header().Set("Content-Type", "application/json")
 				w.Write(b)
 			},
-			"GET /control/v1/stats/{ns}": func(w http.ResponseWriter, r *http.Request) {
-				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
-				if err != nil {
-					admin.WriteError(w, err)
-					return
-				}
+			"GET /control/v1/stats/{ns}": route("admin.stats", func(r *http.Request, ns memgate.Namespace) (any, error) {
 				ctx := server.WithPrincipal(r.Context(), &memgate.Principal{Subject: "control", Namespace: string(ns)})
-				res, err := stats.Call(ctx, server.ToolStats, []byte("{}"))
-				if err == nil {
-					err = resultError(res)
+				return stats.Invoke(ctx, server.ToolStats, []byte("{}"))
+			}),
+			"POST /control/v1/trash/{ns}/purge": route("admin.trash.purge", func(r *http.Request, ns memgate.Namespace) (any, error) {
+				st, release, ok, err := leaseStore(r.Context(), pool, ns)
+				if err != nil || !ok {
+					return map[string]any{"purged": 0}, err
 				}
-				if err != nil {
-					var te *toolError
-					if errors.As(err, &te) {
-						err = &memgate.Error{Code: te.Code, Message: te.Message}
-					}
-					admin.WriteError(w, err)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				b, _ := encodeJSON(res.StructuredContent)
-				w.Write(b)
-			},
-			"POST /control/v1/trash/{ns}/purge": func(w http.ResponseWriter, r *http.Request) {
-				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
-				if err == nil {
-					var n int
-					st, release, ok, lerr := leaseStore(r.Context(), pool, ns)
-					if err = lerr; err == nil && ok {
-						n, err = st.EmptyTrash(r.Context())
-						release()
-					}
-					if err == nil {
-						b, _ := encodeJSON(map[string]any{"purged": n})
-						w.Header().Set("Content-Type", "application/json")
-						w.Write(b)
-						return
-					}
-				}
-				admin.WriteError(w, err)
-			},
+				defer release()
+				n, err := st.EmptyTrash(r.Context())
+				return map[string]any{"purged": n}, err
+			}),
 		}}
-	if a.audit != nil {
-		o.Audit = a.audit.auditAdmin
-	}
-	h := admin.Handler(adminOps(pool, a.cfg.DataDir, tools), o)
+	h := admin.Handler(adminOps(pool, a.cfg.DataDir, tools, a.log), o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ns, ok := controlNamespace(r.URL.Path); ok && onlyHeld && !pool.Holds(ns) {
 			admin.WriteError(w, errNotHeld)

@@ -63,11 +63,11 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 		if err != nil {
 			return err
 		}
-		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log}
+		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log, MayUse: adminMayUse}
 		if a.audit != nil {
 			ao.Audit = a.audit.auditAdmin
 		}
-		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir, tools), ao)
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir, tools, a.log), ao)
 		opts.AdminAuth = setup.Admin
 		if f.Console {
 			opts.Console = console.Handler()

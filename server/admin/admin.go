@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,6 +33,9 @@ type NamespaceInfo struct {
 	Bytes      int64  `json:"bytes"`
 	StoreBytes int64  `json:"store_bytes"`
 	Open       bool   `json:"open"`
+	// Error is the code of a store that cannot be read (damaged, held by
+	// another process): its figures are zeros. "" for the others.
+	Error memgate.Code `json:"error,omitempty"`
 }
 
 // NamespacePage is a page of GET namespaces.
@@ -85,6 +89,10 @@ type Options struct {
 	// MaxImportBytes bounds an import's body (413 beyond it);
 	// 0 means DefaultMaxImportBytes.
 	MaxImportBytes int64
+	// MayUse, when set, says whether a request's credential may act on
+	// namespace ns: other namespaces are forbidden on every route and left
+	// out of GET namespaces. nil allows every namespace.
+	MayUse func(r *http.Request, ns memgate.Namespace) bool
 	// Audit, when set, is called once per request that reached a route.
 	Audit func(Action)
 	// MaxToolBytes bounds a tool call's arguments (413 beyond them);
@@ -176,14 +184,17 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 					return err
 				}
 				ns = n
+				if h.o.MayUse != nil && !h.o.MayUse(r, ns) {
+					return errNotYours
+				}
 			}
 			if rt.op != "admin.import" && rt.op != "admin.tool" {
 				// Only an import and a tool call have a body; the others
-				// take none.
-				if r.ContentLength > 0 {
-					return &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
-				}
+				// take none, announced (Content-Length) or not (chunked).
 				r.Body = http.MaxBytesReader(w, r.Body, 0)
+				if _, err := r.Body.Read(make([]byte, 1)); r.ContentLength > 0 || err != nil && err != io.EOF {
+					return errNoBody
+				}
 			}
 			return rt.serve(h, w, r, ns)
 		}()
@@ -205,6 +216,11 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 		}
 	}
 }
+
+var (
+	errNotYours = &memgate.Error{Code: memgate.CodeForbidden, Message: "this credential may not act on this namespace"}
+	errNoBody   = &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
+)
 
 // Status is the HTTP status of an error code: the one place that says it.
 func Status(code memgate.Code) int {
@@ -289,9 +305,20 @@ func (h *handler) namespaces(w http.ResponseWriter, r *http.Request, _ memgate.N
 	if err != nil {
 		return err
 	}
+	if cursor != "" {
+		// A cursor is the last namespace of the page before.
+		if _, err := memgate.ParseNamespace("cursor", cursor); err != nil {
+			return memgate.Invalid("cursor", "cursor must be the next_cursor of a page")
+		}
+	}
 	page, err := h.ops.Namespaces(r.Context(), cursor, limit)
 	if err != nil {
 		return err
+	}
+	if h.o.MayUse != nil {
+		page.Namespaces = slices.DeleteFunc(page.Namespaces, func(n NamespaceInfo) bool {
+			return !h.o.MayUse(r, memgate.Namespace(n.Namespace))
+		})
 	}
 	if page.Namespaces == nil {
 		page.Namespaces = []NamespaceInfo{}
@@ -352,10 +379,11 @@ func (h *handler) importLines(w http.ResponseWriter, r *http.Request, ns memgate
 	if r.ContentLength > h.o.MaxImportBytes {
 		return &memgate.Error{Code: memgate.CodeTooLarge, Message: "the import passes the largest body this server takes (--max-import-bytes)"}
 	}
-	body := http.MaxBytesReader(w, r.Body, h.o.MaxImportBytes)
+	body := &bounded{r: http.MaxBytesReader(w, r.Body, h.o.MaxImportBytes)}
 	rep, err := h.ops.Import(r.Context(), ns, body, onConflict)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if body.passed {
+		// However the import reported the failed read (as a line it could
+		// not read, say), the body passed the bound.
 		err = &memgate.Error{Code: memgate.CodeTooLarge, Message: "the import passes the largest body this server takes (--max-import-bytes)"}
 	}
 	if err != nil {
@@ -420,6 +448,13 @@ func (h *handler) tool(w http.ResponseWriter, r *http.Request, ns memgate.Namesp
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(args, &members) != nil || members == nil {
+		return memgate.Invalid("arguments", "the body must be the tool's arguments as one JSON object")
+	}
+	if _, ok := members["namespace"]; ok {
+		return memgate.Invalid("namespace", "the namespace is the path's; leave it out of the arguments")
+	}
 	out, err := h.ops.Tool(r.Context(), ns, r.PathValue("tool"), args)
 	if err != nil {
 		return err
@@ -442,6 +477,22 @@ func answer(w http.ResponseWriter, status int) func(v any, err error) error {
 		writeJSON(w, status, v)
 		return nil
 	}
+}
+
+// bounded reads r and remembers whether a read found the body past its
+// http.MaxBytesReader bound.
+type bounded struct {
+	r      io.Reader
+	passed bool
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		b.passed = true
+	}
+	return n, err
 }
 
 // lazyWriter sends the status and type with the first byte, so that a

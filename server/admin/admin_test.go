@@ -224,3 +224,73 @@ func TestToolArgumentsWithinTheirBound(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the import makes of a failed read (a line it could not read),
+// a chunked body past the bound is 413, as one whose length says so is.
+func TestChunkedImportPastItsBoundIsTooLarge(t *testing.T) {
+	var called []string
+	o := ops(&called)
+	o.Import = func(_ context.Context, _ memgate.Namespace, r io.Reader, _ string) (any, error) {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, memgate.Invalid("line", "line 3: line is unreadable") // the cause dropped
+		}
+		return map[string]any{}, nil
+	}
+	h := admin.Handler(o, admin.Options{MaxImportBytes: 1000})
+	for n, want := range map[int]int{1000: 200, 1001: 413} {
+		req := httptest.NewRequest("POST", admin.Prefix+"namespaces/a/import", strings.NewReader(strings.Repeat("x", n)))
+		req.ContentLength = -1 // chunked
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("%d bytes: %d %s", n, rec.Code, rec.Body)
+		}
+	}
+}
+
+// A route that takes no body refuses one, announced or chunked, before it
+// acts; a bad cursor of the namespace list, a tool's arguments that are
+// null or name a namespace, and a namespace the credential may not use are
+// refused too.
+func TestRefusalsBeforeTheOperation(t *testing.T) {
+	var called []string
+	h := admin.Handler(ops(&called), admin.Options{
+		MayUse: func(_ *http.Request, ns memgate.Namespace) bool { return ns == "mine" },
+	})
+	for _, c := range []struct {
+		method, path, body string
+		length             int64
+		status             int
+	}{
+		{"POST", "namespaces/mine/trash/x/restore", "hello", 5, 413},
+		{"POST", "namespaces/mine/trash/x/restore", "hello", -1, 413},
+		{"GET", "namespaces?cursor=%FF", "", 0, 400},
+		{"GET", "namespaces?cursor=..%2F..", "", 0, 400},
+		{"POST", "namespaces/mine/tools/stats", "null", 4, 400},
+		{"POST", "namespaces/mine/tools/stats", `{"namespace":"mine"}`, 20, 400},
+		{"DELETE", "namespaces/theirs", "", 0, 403},
+		{"POST", "namespaces/theirs/tools/stats", "", 0, 403},
+	} {
+		req := httptest.NewRequest(c.method, admin.Prefix+c.path, strings.NewReader(c.body))
+		req.ContentLength = c.length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.status || !strings.Contains(rec.Body.String(), `"error"`) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	if len(called) != 0 {
+		t.Fatalf("refused requests reached %v", called)
+	}
+	// The list leaves out the namespaces the credential may not use.
+	o := ops(&called)
+	o.Namespaces = func(context.Context, string, int) (admin.NamespacePage, error) {
+		return admin.NamespacePage{Namespaces: []admin.NamespaceInfo{{Namespace: "mine"}, {Namespace: "theirs"}}}, nil
+	}
+	h = admin.Handler(o, admin.Options{MayUse: func(_ *http.Request, ns memgate.Namespace) bool { return ns == "mine" }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", admin.Prefix+"namespaces", nil))
+	if body := rec.Body.String(); !strings.Contains(body, `"mine"`) || strings.Contains(body, "theirs") {
+		t.Fatalf("the list: %s", body)
+	}
+}

@@ -134,7 +134,7 @@ type Options struct {
 	// API (404): never an unauthenticated one.
 	AdminAuth Authenticator
 	// Console, when set with Admin and AdminAuth, serves the web console's
-	// page and assets under /console/ (GET and HEAD), behind the header
+	// page and assets under /console/, behind the header
 	// bounds, the Host and Origin guard and the admission caps. The files
 	// are public; what they show comes from the admin API, with its token.
 	Console http.Handler
@@ -261,9 +261,11 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
 		g.routes[adminPrefix+"*"] = true
 		if opts.Console != nil {
+			// Any method reaches the console's handler, which refuses all
+			// but GET and HEAD itself, under its policy headers.
 			serve := echo.WrapHandler(opts.Console)
-			e.Match([]string{http.MethodGet, http.MethodHead}, consolePrefix+"*", serve, g.limitHeaders, g.guardHost, g.admit)
-			e.Match([]string{http.MethodGet, http.MethodHead}, strings.TrimSuffix(consolePrefix, "/"), serve, g.limitHeaders, g.guardHost, g.admit)
+			e.Any(consolePrefix+"*", serve, g.limitHeaders, g.guardHost, g.admit)
+			e.Any(strings.TrimSuffix(consolePrefix, "/"), serve, g.limitHeaders, g.guardHost, g.admit)
 			g.routes[consolePrefix+"*"] = true
 		}
 	}
@@ -455,7 +457,28 @@ func (g *Gateway) refuse(c echo.Context, status int, reason string) error {
 		// answered, to keep the connection. Close it instead.
 		c.Response().Header().Set("Connection", "close")
 	}
+	if strings.HasPrefix(c.Request().URL.Path, adminPrefix) {
+		// The admin API answers every error in its own shape.
+		return c.JSONBlob(status, adminError(status, reason))
+	}
 	return c.String(status, reason+"\n")
+}
+
+// adminError is the admin API's error body of a refusal with status.
+func adminError(status int, reason string) []byte {
+	code := memgate.CodeUnavailable // 429, 503
+	switch status {
+	case http.StatusBadRequest:
+		code = memgate.CodeInvalidArgument
+	case http.StatusUnauthorized, http.StatusForbidden:
+		code = memgate.CodeForbidden
+	case http.StatusNotFound:
+		code = memgate.CodeNotFound
+	case http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
+		code = memgate.CodeTooLarge
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": reason}})
+	return b
 }
 
 // httpError answers the errors echo itself raises (unknown path, method).

@@ -143,6 +143,8 @@ async function render() {
         return await showMemories(r.ns);
     }
   } catch (err) {
+    // Not the page before: what this one would have shown is not there.
+    show(el("p", { class: "empty", text: "This page could not be loaded." }));
     fail(err);
   }
 }
@@ -201,7 +203,7 @@ async function showNamespaces() {
           el("td", { class: "num", text: String(n.count) }),
           el("td", { class: "num", text: bytes(n.bytes) }),
           el("td", { class: "num", text: bytes(n.store_bytes) }),
-          el("td", { text: n.open ? "open" : "closed" }),
+          el("td", { text: n.error ? "cannot be read (" + n.error + ")" : n.open ? "open" : "closed" }),
         ),
       );
     }
