@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -124,8 +125,19 @@ func Handler(ops Ops, o Options) http.Handler {
 	}
 	h := &handler{ops: ops, o: o}
 	mux := http.NewServeMux()
+	allow := map[string][]string{} // path → its methods
 	for _, r := range routes {
 		mux.HandleFunc(r.method+" "+Prefix+r.path, h.wrap(r))
+		allow[r.path] = append(allow[r.path], r.method)
+	}
+	for path, methods := range allow {
+		// A path of the API with a method it does not take.
+		allowed := strings.Join(methods, ", ")
+		mux.HandleFunc(Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allowed)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]any{
+				"code": memgate.CodeInvalidArgument, "message": "this route takes " + allowed}})
+		})
 	}
 	for pattern, f := range o.Extra {
 		mux.HandleFunc(pattern, f)

@@ -294,3 +294,19 @@ func TestRefusalsBeforeTheOperation(t *testing.T) {
 		t.Fatalf("the list: %s", body)
 	}
 }
+
+// A route's path with a method it does not take is 405 with Allow.
+func TestWrongMethodIsNotAllowed(t *testing.T) {
+	var called []string
+	h := admin.Handler(ops(&called), admin.Options{})
+	for path, allow := range map[string]string{"namespaces/a": "GET, DELETE", "namespaces/a/backup": "GET", "namespaces/a/tools/get": "POST"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("PUT", admin.Prefix+path, nil))
+		if rec.Code != 405 || rec.Header().Get("Allow") != allow || !strings.Contains(rec.Body.String(), `"error"`) {
+			t.Errorf("PUT %s: %d %q %s", path, rec.Code, rec.Header().Get("Allow"), rec.Body)
+		}
+	}
+	if len(called) != 0 {
+		t.Fatalf("reached %v", called)
+	}
+}
