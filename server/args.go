@@ -258,11 +258,7 @@ func decodeTime(name string, v json.RawMessage) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.Year() < 1970 || t.Year() > 2261 {
-		return time.Time{}, memgate.Invalid(name, "%s must be an RFC 3339 time from 1970 to 2261, such as 2026-12-31T23:59:00Z", name)
-	}
-	return t.UTC(), nil
+	return memgate.ParseTime(name, s)
 }
 
 // decodeSource decodes a memory's source: an object of kind, reference,
