@@ -60,7 +60,7 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 			return nil, memgate.Invalid(fieldName(key), "unknown argument; this tool takes only the arguments its input schema lists")
 		}
 		if !memgate.ValidJSONText(v) {
-			return nil, badText(key)
+			return nil, badText(textField(key, v))
 		}
 		if _, dup := a[key]; dup {
 			return nil, memgate.Invalid(key, "%s is given more than once", key)
@@ -77,6 +77,25 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 		return nil, badText("arguments")
 	}
 	return a, nil
+}
+
+// textField names where argument key, whose value v holds bad text, holds
+// it: the field of a source (source.reference, …), whose names are fixed;
+// key itself for anything else.
+func textField(key string, v json.RawMessage) string {
+	if key != "source" {
+		return key
+	}
+	members, err := memgate.StrictObject(v, nil)
+	if err != nil {
+		return key
+	}
+	for _, f := range []string{"kind", "reference", "actor", "observed_at"} {
+		if m, ok := members[f]; ok && !memgate.ValidJSONText(m) {
+			return key + "." + f
+		}
+	}
+	return key
 }
 
 // badText refuses a field that holds invalid UTF-8 or a lone surrogate.
