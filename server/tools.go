@@ -109,7 +109,6 @@ func (s *Server) tools() []toolDef {
 func (s *Server) toolHandler(t toolDef) mcp.ToolHandler {
 	name := t.tool.Name
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, rpcErr error) {
-		growStack()
 		start := time.Now()
 		var (
 			ns  memgate.Namespace
@@ -608,19 +607,3 @@ func (s *Server) export(in exportInput) (op, error) {
 		}, nil
 	}, nil
 }
-
-// growStack grows the calling goroutine's stack to 32 KiB at once, while
-// it is still shallow. The SDK runs every call on a new goroutine, which
-// starts with a small stack (the runtime's adaptive start averages the
-// stacks it scans, mostly idle ones); a tool's work then grows it two or
-// three times, each growth copying a deeper stack. One growth of a shallow
-// stack costs less, and a search's work fits in 32 KiB.
-//
-//go:noinline
-func growStack() {
-	var buf [16 << 10]byte
-	useStack(buf[:])
-}
-
-//go:noinline
-func useStack([]byte) {}
