@@ -664,7 +664,9 @@ func (s *Store) newest(v *view, f *filter, limit int) ([]search.Scored, error) {
 
 // hits loads the ranked documents and scores them relative to the best.
 func (s *Store) hits(tx *bolt.Tx, ranked []search.Scored, lexical bool) ([]memgate.Hit, error) {
-	t := s.txn(tx)
+	// The docs bucket alone: a read transaction opens a bucket with a seek
+	// from the root each time, and a search's hits need no other.
+	t := &txn{s: s, tx: tx, docs: tx.Bucket(bucketDocs)}
 	hits := make([]memgate.Hit, 0, len(ranked))
 	best := 0.0
 	for _, r := range ranked {
