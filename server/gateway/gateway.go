@@ -409,13 +409,13 @@ func (g *Gateway) Draining() bool { return g.draining.Load() }
 func (g *Gateway) serveMCP(c echo.Context) error {
 	r := c.Request()
 	if isStateless(r) {
-		g.stateless.ServeHTTP(c.Response(), r)
+		g.stateless.ServeHTTP(g.answers(c.Response(), r), r)
 		return nil
 	}
 	if msgs, ok := r.Context().Value(batchKey{}).([]json.RawMessage); ok {
 		return g.serveBatch(c, msgs)
 	}
-	g.sessions.ServeHTTP(c.Response(), r)
+	g.sessions.ServeHTTP(g.answers(c.Response(), r), r)
 	return nil
 }
 
