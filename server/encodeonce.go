@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/memgate/memgate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,25 +39,49 @@ type stdioConnKey struct{}
 func encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if err != nil || method != "tools/call" {
+		if err != nil {
 			return res, err
 		}
 		c, _ := ctx.Value(stdioConnKey{}).(*stdioConn)
-		call, _ := req.(*mcp.CallToolRequest)
-		r, _ := res.(*mcp.CallToolResult)
-		if c == nil || call == nil || call.Extra == nil || r == nil || call.Session == nil {
+		if c == nil {
 			return res, err
 		}
-		if p := call.Session.InitializeParams(); p == nil || p.ProtocolVersion >= revisionResultType {
-			return res, err
-		}
-		b, ok := appendToolResult(nil, r)
-		if !ok || !c.encoded(call.Extra, b) {
+		b, ok := EncodeResult(method, req, res)
+		if !ok || !c.encoded(req.GetExtra(), b) {
 			return res, err
 		}
 		return encodedPlaceholder, nil
 	}
 }
+
+// EncodeResult returns the result of a tools/call as json.Marshal writes
+// it, which is what the SDK writes, for a transport that writes answers
+// itself; it hands the SDK EncodedPlaceholder instead and puts these bytes
+// where the SDK's answer has PlaceholderJSON. ok is false for a result of
+// another shape, another method, or a session whose revision gives results
+// a resultType (2026-07-28): those go through the SDK.
+func EncodeResult(method string, req mcp.Request, res mcp.Result) (encoded []byte, ok bool) {
+	if method != "tools/call" {
+		return nil, false
+	}
+	call, _ := req.(*mcp.CallToolRequest)
+	r, _ := res.(*mcp.CallToolResult)
+	if call == nil || call.Extra == nil || r == nil || call.Session == nil {
+		return nil, false
+	}
+	if p := call.Session.InitializeParams(); p == nil || p.ProtocolVersion >= revisionResultType {
+		return nil, false
+	}
+	return appendToolResult(nil, r)
+}
+
+// EncodedPlaceholder is the result a transport that writes answers itself
+// hands the SDK in place of one EncodeResult encoded; PlaceholderJSON is
+// how the SDK encodes it.
+func EncodedPlaceholder() *mcp.CallToolResult { return encodedPlaceholder }
+
+// PlaceholderJSON returns the SDK's encoding of EncodedPlaceholder.
+func PlaceholderJSON() []byte { return slices.Clone(placeholderJSON) }
 
 // appendToolResult appends r as json.Marshal writes it, when r is of the
 // shape memgate's tools give: text contents and structured content that is

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -1299,4 +1300,82 @@ func TestGatewayGuardsItsExtraRoutes(t *testing.T) {
 	if _, err := gateway.New(srv.NewMCP, gateway.Options{Routes: map[string]http.Handler{"/health": doc}}); err == nil {
 		t.Fatal("an extra route replaced /health")
 	}
+}
+
+// TestGatewayAnswersAsTheSDKEncodes: a tool's answer over HTTP, which the
+// gateway encodes once and puts in place of the SDK's placeholder, is byte
+// for byte what the SDK writes (json.Marshal of the result in the JSON-RPC
+// answer), in every revision, alone and in a batch; a 2026-07-28 answer,
+// which carries the resultType the SDK sets, goes through the SDK.
+func TestGatewayAnswersAsTheSDKEncodes(t *testing.T) {
+	pool := newPool(t, 0)
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := srv.Call(t.Context(), "remember", json.RawMessage(`{"id":"m1","text":"deploy <pipeline> & \"staging\"\n\u2028 é","tags":["x-y"],"metadata":{"k":"<v> &"}}`)); err != nil || res.IsError {
+		t.Fatal(err, res.StructuredContent)
+	}
+	g := startGatewayOn(t, pool, gateway.Options{}, server.Options{})
+	calls := []string{`{"query":"deploy staging","limit":10}`, `{"query":""}`}
+	want := func(id int, args string) string {
+		res, err := srv.Call(t.Context(), "search", json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, id, b)
+	}
+	callBody := func(id int, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":%s}}`, id, args)
+	}
+	read := func(r rpc) string {
+		t.Helper()
+		resp := g.post(r)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %v %s", resp.Status, err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for _, revision := range []string{"2025-03-26", "2025-06-18", "2025-11-25"} {
+		t.Run(revision, func(t *testing.T) {
+			sid := g.initialize(revision, nil)
+			for i, args := range calls {
+				got := read(rpc{body: callBody(i+2, args), session: sid, version: revision})
+				if i == 0 && !strings.Contains(got, `"hits":[{`) {
+					t.Fatalf("the search found nothing: %s", got)
+				}
+				if w := want(i+2, args); got != w {
+					t.Errorf("call %d:\n got %s\nwant %s", i, got, w)
+				}
+			}
+			if revision != "2025-03-26" {
+				return
+			}
+			got := read(rpc{body: "[" + callBody(7, calls[0]) + `,{"jsonrpc":"2.0","id":8,"method":"ping"},` + callBody(9, calls[1]) + "]",
+				session: sid, version: revision})
+			if w := "[" + want(7, calls[0]) + `,{"jsonrpc":"2.0","id":8,"result":{}},` + want(9, calls[1]) + "]"; got != w {
+				t.Errorf("batch:\n got %s\nwant %s", got, w)
+			}
+		})
+	}
+	t.Run(gateway.RevisionStateless, func(t *testing.T) {
+		got := read(rpc{version: gateway.RevisionStateless, header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "search"},
+			body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":` + calls[0] + `,"_meta":{` +
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+				`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}`})
+		// The SDK's own encoding, with the _meta (and resultType) it sets.
+		sdk := regexp.MustCompile(`"_meta":\{"io\.modelcontextprotocol/serverInfo":\{[^}]*\}\},|,"resultType":"complete"`)
+		if !strings.Contains(got, `"io.modelcontextprotocol/serverInfo"`) {
+			t.Errorf("not the SDK's encoding: %s", got)
+		}
+		if got, w := sdk.ReplaceAllString(got, ""), want(2, calls[0]); got != w {
+			t.Errorf("\n got %s\nwant %s", got, w)
+		}
+	})
 }

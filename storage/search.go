@@ -365,50 +365,24 @@ func (sc *scores) put(acc []float64, listed bool) {
 }
 
 // rankWhole is rank without a narrowing: each term's list is read whole,
-// once (its length is its document frequency), and scored into an array by
-// document, in query order. The documents scored are listed while they are
-// few (an eighth of the array), so that a search of rare words reads and
-// zeroes those instead of the whole array. It declines (false) when the
-// store's document numbers are too sparse for an array.
+// once (its length is its document frequency), and the lists are scored
+// per document, in query order. While the lists are few (maxMerged) and
+// short (together at most an eighth of the store's document numbers), they
+// are merged in document order and each document's score summed as it
+// comes: the work reads the lists and nothing else, so a search whose
+// lists fit in the cache stays there, even in a process whose caches other
+// work has just cooled. Past that, they are scored into an array by
+// document, which pays for itself once the lists are long. The documents
+// scored in the array are listed while they are few (an eighth of the
+// array), so that a search of rarer words reads and zeroes those instead of
+// the whole array. Either way a document's score is the same sum, in the
+// same order, as byDocument's. It declines (false) when the store's
+// document numbers are too sparse for an array.
 func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
 	}
-	sc := scorePool.Get().(*scores)
-	acc := sc.get(hi)
-	maxListed := len(acc) / 8
-	listed := true
-	defer func() { sc.put(acc, listed) }()
-	pbuf := postingPool.Get().(*[]posting)
-	defer postingPool.Put(pbuf)
-	for ti, term := range terms {
-		if err := stopped(w.ctx); err != nil {
-			return nil, 0, false, err
-		}
-		ps, err := v.list(s.seal.key(kindWord, term), (*pbuf)[:0])
-		*pbuf = ps
-		if err != nil {
-			return nil, 0, false, err
-		}
-		if len(ps) == 0 {
-			continue
-		}
-		idf := bm.idf(ti, len(ps))
-		for _, p := range ps {
-			if p.doc > hi {
-				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
-			}
-			if listed && acc[p.doc] == 0 {
-				if listed = len(sc.touched) < maxListed; listed {
-					sc.touched = append(sc.touched, uint32(p.doc))
-				}
-			}
-			acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), bm.avgLen)
-		}
-	}
-	// Of equal scores TopK keeps the newer document whatever the order of
-	// pushes, so the listed documents give what a walk of the array would.
 	top := search.NewTopK(limit)
 	candidates := 0
 	push := func(doc uint64, x float64) {
@@ -417,18 +391,133 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 			top.Push(doc, x)
 		}
 	}
-	if listed {
-		for _, d := range sc.touched {
-			push(uint64(d), acc[d])
-			acc[d] = 0 // a document listed twice (a score of 0 added first) counts once
+	maxListed := int(hi+1) / 8
+	pbuf := postingPool.Get().(*[]posting)
+	defer postingPool.Put(pbuf)
+	ps := (*pbuf)[:0]
+	var lists [maxMerged]mergeList // the lists held in ps, to merge
+	merged := 0
+	var arr *scoreArray // nil while the lists are merged
+	for ti, term := range terms {
+		if err := stopped(w.ctx); err != nil {
+			return nil, 0, false, err
 		}
-	} else {
-		for doc, x := range acc {
-			push(uint64(doc), x)
+		start := len(ps)
+		var err error
+		ps, err = v.list(s.seal.key(kindWord, term), ps)
+		*pbuf = ps
+		if err != nil {
+			return nil, 0, false, err
 		}
+		if len(ps) == start {
+			continue
+		}
+		for _, p := range ps[start:] {
+			if p.doc > hi {
+				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
+			}
+		}
+		l := mergeList{at: start, end: len(ps), idf: bm.idf(ti, len(ps)-start)}
+		if arr == nil && merged < maxMerged && len(ps) <= maxListed {
+			lists[merged] = l
+			merged++
+			continue
+		}
+		if arr == nil {
+			arr = newScoreArray(hi, maxListed)
+			defer arr.put()
+			for _, m := range lists[:merged] {
+				arr.add(ps[m.at:m.end], m.idf, bm.avgLen)
+			}
+		}
+		arr.add(ps[start:], l.idf, bm.avgLen)
+		ps = ps[:0]
+	}
+	if arr != nil {
+		arr.push(push)
+		return top.Sorted(), candidates, true, nil
+	}
+	heads := lists[:merged]
+	for {
+		doc := uint64(math.MaxUint64)
+		for _, l := range heads {
+			if l.at < l.end {
+				doc = min(doc, ps[l.at].doc)
+			}
+		}
+		if doc == math.MaxUint64 {
+			break
+		}
+		var x float64
+		for i := range heads {
+			l := &heads[i]
+			for ; l.at < l.end && ps[l.at].doc == doc; l.at++ {
+				p := ps[l.at]
+				x += search.DefaultBM25.Score(l.idf, int(p.tf), int(p.docLen), bm.avgLen)
+			}
+		}
+		push(doc, x)
 	}
 	return top.Sorted(), candidates, true, nil
 }
+
+// maxMerged is the most lists rankWhole merges; a query of more terms
+// scores into the array, where a posting costs the same whatever the
+// number of lists.
+const maxMerged = 8
+
+// mergeList is one term's list within rankWhole's buffer: from at (the
+// next posting to merge) to end, and its term's idf.
+type mergeList struct {
+	at, end int
+	idf     float64
+}
+
+// scoreArray is rankWhole's array of scores by document: the pooled
+// scores, and whether the documents it holds are still listed.
+type scoreArray struct {
+	sc        *scores
+	acc       []float64
+	listed    bool
+	maxListed int
+}
+
+func newScoreArray(hi uint64, maxListed int) *scoreArray {
+	sc := scorePool.Get().(*scores)
+	return &scoreArray{sc: sc, acc: sc.get(hi), listed: true, maxListed: maxListed}
+}
+
+// add scores the postings of one term into the array.
+func (a *scoreArray) add(ps []posting, idf, avgLen float64) {
+	acc := a.acc
+	for _, p := range ps {
+		if a.listed && acc[p.doc] == 0 {
+			if a.listed = len(a.sc.touched) < a.maxListed; a.listed {
+				a.sc.touched = append(a.sc.touched, uint32(p.doc))
+			}
+		}
+		acc[p.doc] += search.DefaultBM25.Score(idf, int(p.tf), int(p.docLen), avgLen)
+	}
+}
+
+// push hands every document scored to push, once. Of equal scores TopK
+// keeps the newer document whatever the order of pushes, so the listed
+// documents give what a walk of the array would.
+func (a *scoreArray) push(push func(doc uint64, x float64)) {
+	if a.listed {
+		for _, d := range a.sc.touched {
+			push(uint64(d), a.acc[d])
+			a.acc[d] = 0 // a document listed twice (a score of 0 added first) counts once
+		}
+		return
+	}
+	for doc, x := range a.acc {
+		push(uint64(doc), x)
+	}
+}
+
+// put zeroes the array and gives it back.
+func (a *scoreArray) put() { a.sc.put(a.acc, a.listed) }
 
 // byTerm reads the terms' lists whole, in query order, adding each
 // posting's score to an array indexed by document (the same sums, in the
@@ -575,7 +664,9 @@ func (s *Store) newest(v *view, f *filter, limit int) ([]search.Scored, error) {
 
 // hits loads the ranked documents and scores them relative to the best.
 func (s *Store) hits(tx *bolt.Tx, ranked []search.Scored, lexical bool) ([]memgate.Hit, error) {
-	t := s.txn(tx)
+	// The docs bucket alone: a read transaction opens a bucket with a seek
+	// from the root each time, and a search's hits need no other.
+	t := &txn{s: s, tx: tx, docs: tx.Bucket(bucketDocs)}
 	hits := make([]memgate.Hit, 0, len(ranked))
 	best := 0.0
 	for _, r := range ranked {

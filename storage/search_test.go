@@ -534,10 +534,11 @@ func TestQueryTermsWithinTheirBytes(t *testing.T) {
 	}
 }
 
-// rankWhole, which lists the documents it scores while they are few and
-// walks its whole array past that, ranks as the walk in document order
-// does: the same documents, scores and order (ties to the newer), whether
-// the words are rare, common or both.
+// rankWhole, which merges the lists while they are few and short, lists
+// the documents it scores in its array while they are few, and walks its
+// whole array past that, ranks as the walk in document order does: the
+// same documents, scores and order (ties to the newer), whether the words
+// are rare, common or both, and however many.
 func TestRankWholeEqualsTheWalk(t *testing.T) {
 	s := openTest(t, func(o *Options) { o.MergeEvery = 300 })
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -549,10 +550,11 @@ func TestRankWholeEqualsTheWalk(t *testing.T) {
 		if i%97 == 0 {
 			words = append(words, "rare")
 		}
-		words = append(words, fmt.Sprintf("w%d", rng.IntN(40)))
+		words = append(words, fmt.Sprintf("w%d", rng.IntN(40)), fmt.Sprintf("x%d", rng.IntN(400)))
 		put(t, s, memgate.Write{Text: strings.Join(words, " ")})
 	}
-	for _, q := range []string{"rare", "rare w3", "common", "half rare", "common half rare w1 w2", "w5 w6 w7", "nothing"} {
+	for _, q := range []string{"rare", "rare w3", "common", "half rare", "common half rare w1 w2", "w5 w6 w7", "nothing",
+		"rare x1 common", "x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 rare", "x1 rare nothing x2"} {
 		terms := queryTerms(q)
 		var whole, walk []search.Scored
 		err := s.view(func(v *view) error {

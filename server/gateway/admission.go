@@ -184,6 +184,32 @@ type work struct {
 	mu    sync.Mutex
 	ended bool // the request is over: a call that starts now does not run
 	calls sync.WaitGroup
+	// answer is a tool's result encoded once (server.EncodeResult), which
+	// the request's answerWriter puts in place of the placeholder the SDK
+	// encoded; nil when there is none.
+	answer []byte
+}
+
+// keep holds a call's encoded result for the request's answer; false when
+// the request is over or already holds one (a call of a batch whose answer
+// never went out), and the result then goes through the SDK.
+func (wk *work) keep(answer []byte) bool {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	if wk.ended || wk.answer != nil {
+		return false
+	}
+	wk.answer = answer
+	return true
+}
+
+// take returns the encoded result held, and forgets it.
+func (wk *work) take() []byte {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	a := wk.answer
+	wk.answer = nil
+	return a
 }
 
 func (g *Gateway) startWork(ctx context.Context, r *http.Request) *work {
@@ -245,7 +271,14 @@ func (g *Gateway) bindWork(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		})
 		defer stop()
-		return next(ctx, method, req)
+		res, err := next(ctx, method, req)
+		if err != nil || method != "tools/call" {
+			return res, err
+		}
+		if b, ok := server.EncodeResult(method, req, res); ok && wk.keep(b) {
+			return server.EncodedPlaceholder(), nil
+		}
+		return res, err
 	}
 }
 

@@ -129,7 +129,7 @@ func (g *Gateway) serveBatch(c echo.Context, msgs []json.RawMessage) error {
 		// out, a comma, this answer, the room of the calls after it and
 		// the closing bracket.
 		part := &batchPart{header: http.Header{}, limit: limit - int64(out.Len()) - 2 - room[i+1]}
-		g.sessions.ServeHTTP(part, sub)
+		g.sessions.ServeHTTP(g.answers(part, sub), sub)
 		switch {
 		case part.over:
 			add(message.BatchError(ids[i], message.ErrBatchRan)) // a call: only answers pass the bound

@@ -5,11 +5,12 @@
 // on one path, health, readiness and metrics, and a graceful shutdown. See
 // docs/HTTP.md.
 //
-// It uses the MCP surface only to build servers: New takes a function that
-// makes an *mcp.Server (server.Server.NewMCP), as the SDK's own streamable
-// handler does. It declares the Authenticator it consumes; cmd/memgate wires
-// package auth in. It imports memgate, server (the principal a request
-// carries) and server/message, never storage, tenants or auth.
+// It uses the MCP surface only to build servers (New takes a function that
+// makes an *mcp.Server, server.Server.NewMCP, as the SDK's own streamable
+// handler does) and to encode a tool's result once (answer.go). It declares
+// the Authenticator it consumes; cmd/memgate wires package auth in. It
+// imports memgate, server (the principal a request carries, a result's
+// encoding) and server/message, never storage, tenants or auth.
 package gateway
 
 import (
@@ -422,13 +423,13 @@ func (g *Gateway) Draining() bool { return g.draining.Load() }
 func (g *Gateway) serveMCP(c echo.Context) error {
 	r := c.Request()
 	if isStateless(r) {
-		g.stateless.ServeHTTP(c.Response(), r)
+		g.stateless.ServeHTTP(g.answers(c.Response(), r), r)
 		return nil
 	}
 	if msgs, ok := r.Context().Value(batchKey{}).([]json.RawMessage); ok {
 		return g.serveBatch(c, msgs)
 	}
-	g.sessions.ServeHTTP(c.Response(), r)
+	g.sessions.ServeHTTP(g.answers(c.Response(), r), r)
 	return nil
 }
 
