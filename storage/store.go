@@ -98,6 +98,11 @@ type Options struct {
 	// TrashRetention, when above 0, makes Delete keep the memory in the
 	// trash, where Sweep deletes it once this long has passed.
 	TrashRetention time.Duration
+	// Embedder, when set, gives memories vectors and searches a semantic
+	// ranking fused with BM25 (see vectors.go); nil means lexical recall.
+	Embedder Embedder
+	// EmbedTimeout bounds each call to the embedder; 0 means 2s.
+	EmbedTimeout time.Duration
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -118,6 +123,9 @@ type Store struct {
 
 	file    *os.File    // the file bbolt has open, to close under a wedged bbolt
 	damaged atomic.Bool // found damaged: every call fails (see guard)
+
+	vecs        vecIndex // the current model's vectors (vectors.go)
+	stopVectors func()   // stops the catch-up; nil without an embedder
 }
 
 // Open opens the store in the file at path, creating it (and its folder) if
@@ -180,6 +188,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s.write = newCommitter(s, log)
 	opts.TailBudget.join(s)
+	s.startVectors()
 	return s, nil
 }
 
@@ -359,6 +368,9 @@ func (s *Store) Path() string { return s.path }
 // call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.stopVectors != nil {
+			s.stopVectors()
+		}
 		s.write.close()
 		s.index.close()
 		s.closeErr = s.closeBolt()
