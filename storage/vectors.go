@@ -201,8 +201,8 @@ type vecIndex struct {
 	q      []int8
 	slot   map[uint64]int
 	blank  map[uint64]bool // documents of the model that have no vector (no known word)
-	wake   chan struct{} // the catch-up's: a write went without a vector
-	ready  atomic.Int64  // len(docs), read by stats without the lock
+	wake   chan struct{}   // the catch-up's: a write went without a vector
+	ready  atomic.Int64    // len(docs), read by stats without the lock
 }
 
 // apply records a committed transaction's vectors.
@@ -519,7 +519,6 @@ func (s *Store) wakeCatchUp() {
 	default:
 	}
 }
-
 
 // prepareVector embeds a memory about to be written. A failure is not the
 // write's: the memory goes without a vector and the catch-up embeds it.

@@ -174,7 +174,7 @@ type prepared struct {
 	rec     record // origin and times are set in the transaction
 	entries []indexEntry
 	length  int
-	textKey []byte // the key of its normalised text (see textKey)
+	textKey []byte        // the key of its normalised text (see textKey)
 	vec     *storedVector // its vector, when an embedder made one
 }
 
