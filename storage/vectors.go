@@ -403,6 +403,16 @@ func (s *Store) catchUp(ctx context.Context) {
 	for ctx.Err() == nil {
 		name, version := e.Model()
 		if version == "" {
+			// An embedder learns its version from its first answer.
+			pctx, cancel := context.WithTimeout(ctx, s.embedTimeout())
+			_, err := e.Embed(pctx, []string{"memgate"})
+			cancel()
+			if err != nil {
+				backoff = min(2*backoff, time.Second)
+				if errors.Is(err, search.ErrUnavailable) {
+					backoff = min(2*backoff, 30*time.Second)
+				}
+			}
 			if !wait(backoff) {
 				return
 			}

@@ -27,6 +27,8 @@ type serveFlags struct {
 	StoreIdleTimeout time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
 	SweepInterval    time.Duration `name:"sweep-interval" placeholder:"DURATION" help:"How often expired memories, and trash past --trash-retention, are deleted from the open stores (readers never see an expired memory meanwhile)."`
 
+	Embed embedderFlags `embed:"" group:"config"` // embedder.go
+
 	HTTP httpFlags `embed:"" group:"http"` // http_flags.go
 	Auth authFlags `embed:"" group:"auth"` // auth_flags.go
 }
@@ -38,6 +40,7 @@ func (f *serveFlags) AfterApply(c *Config) error {
 
 // validate reports the problems of serve's flags through bad.
 func (f *serveFlags) validate(c *Config, bad badFunc) {
+	f.Embed.validate(bad)
 	switch f.Transport {
 	case "stdio", "http":
 	default:
