@@ -384,7 +384,7 @@ const catchUpBatch = 32
 // embedder's model, a batch at a time, each batch its own commit behind the
 // writers. It walks the documents in order and starts over when a write
 // goes without a vector or the model changes; it waits, doubling up to
-// 30s, while the embedder fails.
+// 5s, while the embedder fails.
 func (s *Store) catchUp(ctx context.Context) {
 	e := s.opts.Embedder
 	backoff := 100 * time.Millisecond
@@ -410,7 +410,7 @@ func (s *Store) catchUp(ctx context.Context) {
 			if err != nil {
 				backoff = min(2*backoff, time.Second)
 				if errors.Is(err, search.ErrUnavailable) {
-					backoff = min(2*backoff, 30*time.Second)
+					backoff = min(2*backoff, 5*time.Second)
 				}
 			}
 			if !wait(backoff) {
@@ -450,7 +450,7 @@ func (s *Store) catchUp(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			backoff = min(2*backoff, 30*time.Second)
+			backoff = min(2*backoff, 5*time.Second)
 			if !wait(backoff) {
 				return
 			}
