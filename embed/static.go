@@ -15,17 +15,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/memgate/memgate/search"
 )
 
 // cacheMagic starts a binary copy of a vectors file:
 //
-//	"MGVEC1\n"
+//	"MGVEC2\n"
 //	uint32   words, dimensions (little-endian)
+//	uint64   the bytes of the words that follow
 //	per word: uvarint length, the word's bytes, uint32 rank
+//	zero bytes up to a multiple of 4 from the start
 //	float32  every word's unit vector, in word order (little-endian)
-const cacheMagic = "MGVEC1\n"
+//
+// The vectors are mapped from the file, not read: a restart pays for the
+// pages a search touches, not for 130 MB.
+const cacheMagic = "MGVEC2\n"
 
 // LoadFile reads the word vectors in path: the JSON of an npm
 // wink-embeddings package ({"dimensions":D,"vectors":{"word":[D numbers,
@@ -37,7 +43,7 @@ const cacheMagic = "MGVEC1\n"
 // next LoadFile of the same file reads the copy instead (a tenth of the
 // time), and a changed file gets a new copy.
 func LoadFile(path, cacheDir string) (*search.Vectors, string, error) {
-	sum, err := hashFile(path)
+	sum, err := fileHash(path, cacheDir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -62,6 +68,35 @@ func LoadFile(path, cacheDir string) (*search.Vectors, string, error) {
 		_ = writeCache(cache, v)
 	}
 	return v, sum, nil
+}
+
+// fileHash is hashFile, remembered in cacheDir (when set) by the file's
+// size, time and inode: hashing 300 MB takes longer than reading the cache.
+// A file changed in place changes its time, so it is hashed again.
+func fileHash(path, cacheDir string) (string, error) {
+	if cacheDir == "" {
+		return hashFile(path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	stamp := fmt.Sprintf("%d %d %d", fi.Size(), fi.ModTime().UnixNano(), inode(fi))
+	abs, _ := filepath.Abs(path)
+	name := filepath.Join(cacheDir, fmt.Sprintf("%x.stamp", sha256.Sum256([]byte(abs))))
+	if b, err := os.ReadFile(name); err == nil {
+		if got, sum, ok := strings.Cut(string(b), "\n"); ok && got == stamp && len(sum) == 64 {
+			return sum, nil
+		}
+	}
+	sum, err := hashFile(path)
+	if err != nil {
+		return "", err
+	}
+	if os.MkdirAll(cacheDir, 0o700) == nil {
+		_ = os.WriteFile(name, []byte(stamp+"\n"+sum), 0o600)
+	}
+	return sum, nil
 }
 
 func hashFile(path string) (string, error) {
@@ -218,9 +253,42 @@ func parseText(br *bufio.Reader) (*search.Vectors, error) {
 	return v, nil
 }
 
+// floatsOf is b as little-endian float32s: b itself where the machine is
+// little-endian too (b is 4-aligned: a mapping's offset that is a multiple
+// of 4), a decoded copy elsewhere.
+func floatsOf(b []byte) []float32 {
+	n := len(b) / 4
+	if n == 0 {
+		return nil
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
 func writeCache(path string, v *search.Vectors) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
+	}
+	var words []byte
+	for i, rank := range v.Ranks() {
+		word, _, _ := v.Word(i)
+		words = binary.AppendUvarint(words, uint64(len(word)))
+		words = append(words, word...)
+		words = binary.LittleEndian.AppendUint32(words, uint32(rank))
+	}
+	head := []byte(cacheMagic)
+	head = binary.LittleEndian.AppendUint32(head, uint32(v.Len()))
+	head = binary.LittleEndian.AppendUint32(head, uint32(v.Dim()))
+	head = binary.LittleEndian.AppendUint64(head, uint64(len(words)))
+	head = append(head, words...)
+	for len(head)%4 != 0 {
+		head = append(head, 0)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".vec-*")
 	if err != nil {
@@ -228,22 +296,11 @@ func writeCache(path string, v *search.Vectors) error {
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	w.WriteString(cacheMagic)
-	var b [binary.MaxVarintLen64 + 8]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(v.Len()))
-	binary.LittleEndian.PutUint32(b[4:], uint32(v.Dim()))
-	w.Write(b[:8])
-	for i, rank := range v.Ranks() {
-		word, _, _ := v.Word(i)
-		n := binary.PutUvarint(b[:], uint64(len(word)))
-		w.Write(b[:n])
-		w.WriteString(word)
-		binary.LittleEndian.PutUint32(b[:], uint32(rank))
-		w.Write(b[:4])
-	}
+	w.Write(head)
+	var b [4]byte
 	for _, x := range v.Data() {
 		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
-		w.Write(b[:4])
+		w.Write(b[:])
 	}
 	if err := w.Flush(); err != nil {
 		tmp.Close()
@@ -262,37 +319,42 @@ func writeCache(path string, v *search.Vectors) error {
 var errBadCache = errors.New("embed: a damaged vectors cache")
 
 func readCache(path string) (*search.Vectors, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := mapFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if !bytes.HasPrefix(raw, []byte(cacheMagic)) || len(raw) < len(cacheMagic)+8 {
+	const head = len(cacheMagic) + 16
+	if !bytes.HasPrefix(raw, []byte(cacheMagic)) || len(raw) < head {
 		return nil, errBadCache
 	}
 	p := raw[len(cacheMagic):]
 	n, dim := int(binary.LittleEndian.Uint32(p)), int(binary.LittleEndian.Uint32(p[4:]))
-	p = p[8:]
-	if dim <= 0 || dim > 4096 || n <= 0 || n > len(raw) {
+	size := binary.LittleEndian.Uint64(p[8:])
+	if dim <= 0 || dim > 4096 || n <= 0 || size > uint64(len(raw)-head) {
 		return nil, errBadCache
 	}
+	floats := (head + int(size) + 3) &^ 3
+	if len(raw)-floats != n*dim*4 {
+		return nil, errBadCache
+	}
+	// The words share one string: one allocation, not one per word.
+	all := string(raw[head : head+int(size)])
 	words, ranks := make([]string, n), make([]int32, n)
+	off := 0
 	for i := range n {
-		l, k := binary.Uvarint(p)
-		if k <= 0 || uint64(len(p)-k) < l+4 {
+		l, k := binary.Uvarint([]byte(all[off:min(off+binary.MaxVarintLen64, len(all))]))
+		if k <= 0 || uint64(len(all)-off-k) < l+4 {
 			return nil, errBadCache
 		}
-		words[i] = string(p[k : k+int(l)])
-		ranks[i] = int32(binary.LittleEndian.Uint32(p[k+int(l):]))
-		p = p[k+int(l)+4:]
+		start := off + k
+		words[i] = all[start : start+int(l)]
+		ranks[i] = int32(binary.LittleEndian.Uint32([]byte(all[start+int(l) : start+int(l)+4])))
+		off = start + int(l) + 4
 	}
-	if len(p) != n*dim*4 {
+	if off != len(all) {
 		return nil, errBadCache
 	}
-	data := make([]float32, n*dim)
-	for i := range data {
-		data[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
-	}
-	v, ok := search.VectorsFrom(dim, words, ranks, data)
+	v, ok := search.VectorsFrom(dim, words, ranks, floatsOf(raw[floats:]))
 	if !ok {
 		return nil, errBadCache
 	}
