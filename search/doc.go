@@ -8,7 +8,9 @@
 // written and every query that is read, so both sides always agree on what a
 // term is. Text is split into words by Unicode word segmentation (UAX #29),
 // with '-' and '/' joined inside words so that paths and hyphenated names
-// stay together. Each word is lower-cased, English stop words are dropped,
+// stay together. Each word is lower-cased and loses the accents of its
+// Latin, Greek and Cyrillic letters (cafe finds Café), English stop words
+// are dropped,
 // and words made only of letters are reduced to their Snowball English stem.
 // A word that is an identifier (snake_case, camelCase, pkg.sub.Name,
 // src/server/http.go, HTTPServer2) yields its whole lower-cased form and then
@@ -36,7 +38,8 @@
 // Tokens estimates the model tokens of a text from its length in bytes, and
 // Cut decides how many ranked hits fit in a caller's token budget.
 //
-// This package may import only the standard library, its two text libraries
-// (uax29 and snowball) and the root memgate package. It must never import
+// This package may import only the standard library, its text libraries
+// (uax29, snowball, and golang.org/x/text for decompositions) and the root
+// memgate package. It must never import
 // storage, tenants, server, auth or cmd: they depend on it, not the reverse.
 package search

@@ -50,7 +50,8 @@ const (
 	schemaBase    = 1
 	schemaGone    = 2
 	schemaRecords = 3 // records may hold fields after the metadata (expiry, source): for good
-	schemaVersion = schemaRecords
+	// schemaFolded (4, reindex.go): the index folds accents; for good.
+	schemaVersion = schemaFolded
 )
 
 // FileName is the name of a store's file inside its folder.
@@ -180,6 +181,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := s.init(); err != nil {
 		s.closeBolt()
 		return nil, StoreError(op, err)
+	}
+	if old, err := s.needsReindex(); err != nil || old {
+		if err == nil {
+			err = s.reindexFolded()
+		}
+		if err != nil {
+			s.closeBolt()
+			return nil, StoreError(op, err)
+		}
 	}
 	s.index.s = s
 	if err := s.index.open(); err != nil {
@@ -357,7 +367,7 @@ func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 			}
 		}
 	}
-	return meta.Put(metaSchema, u64(schemaBase))
+	return meta.Put(metaSchema, u64(schemaFolded))
 }
 
 // Path is the store's file.
