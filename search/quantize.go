@@ -53,3 +53,4 @@ func Dot8(a []float32, q []int8) float32 {
 	}
 	return s0 + s1 + s2 + s3
 }
+

@@ -133,3 +133,14 @@ func TestVectorsFromChecksLengths(t *testing.T) {
 		t.Error("a good table was refused or misread")
 	}
 }
+
+func BenchmarkDot8(b *testing.B) {
+	x := make([]float32, 100)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	q, _ := Quantize(nil, x)
+	for b.Loop() {
+		Dot8(x, q)
+	}
+}

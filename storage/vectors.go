@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -74,6 +75,13 @@ func fallbackOf(err error) string {
 // the limit.
 const semanticDepth = 50
 
+// semanticMargin keeps out of the semantic ranking the memories whose
+// cosine is this far below the best one's: in a large store of everyday
+// text, averaged word vectors put hundreds of memories a little below the
+// best, and ranking them would let each one that also holds a query word
+// pass the memory BM25 ranks first.
+const semanticMargin = 0.1
+
 // modelID is how a vector names its model.
 func modelID(name, version string) string { return name + "@" + version }
 
@@ -138,6 +146,27 @@ func (v *storedVector) marshal() []byte {
 		b = append(b, byte(x))
 	}
 	return b
+}
+
+// unmarshalVectorShared is unmarshalVector whose numbers share b's memory
+// (and whose model is compared, not kept): loading the index allocates
+// nothing per memory.
+func unmarshalVectorShared(b []byte) (storedVector, error) {
+	if len(b) < 1 || b[0] != vectorFormat {
+		return storedVector{}, errBadRecord
+	}
+	b = b[1:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || uint64(len(b)-n) < l+4 {
+		return storedVector{}, errBadRecord
+	}
+	v := storedVector{model: unsafe.String(unsafe.SliceData(b[n:]), int(l))}
+	b = b[n+int(l):]
+	v.scale = math.Float32frombits(binary.LittleEndian.Uint32(b))
+	if q := b[4:]; len(q) > 0 {
+		v.q = unsafe.Slice((*int8)(unsafe.Pointer(&q[0])), len(q))
+	}
+	return v, nil
 }
 
 func unmarshalVector(b []byte) (storedVector, error) {
@@ -293,7 +322,9 @@ func (s *Store) ensureVectors(model string) error {
 			if err != nil {
 				return err
 			}
-			v, err := unmarshalVector(plain)
+			// The vector is copied into the index, not kept: plain may be
+			// bbolt's memory.
+			v, err := unmarshalVectorShared(plain)
 			if err != nil {
 				return err
 			}
@@ -344,8 +375,9 @@ func (s *Store) semantic(v *view, query []float32, n int, keep func(doc uint64) 
 	ix.mu.RUnlock()
 	docs := v.tx.Bucket(bucketDocs)
 	out := make([]search.Scored, 0, n)
-	for _, sc := range top.Sorted() {
-		if len(out) == n {
+	best := top.Sorted()
+	for _, sc := range best {
+		if len(out) == n || sc.Score < best[0].Score-semanticMargin {
 			break
 		}
 		if v.dead(sc.Doc) || v.expired1(sc.Doc) || docs.Get(u64(sc.Doc)) == nil {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,9 @@ func TestHybridFigures(t *testing.T) {
 		t.Fatalf("need the WordNet data set (bench/datasets.sh) and MEMGATE_EMBEDDINGS (scripts/vectors.sh): %v", err)
 	}
 	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("MEMGATE_HYBRID_N")); err == nil && v > 0 {
+		n = v // a smaller run, to try a change
+	}
 	mems := corpus.Memories(glosses, n, 1)
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
