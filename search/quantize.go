@@ -53,4 +53,3 @@ func Dot8(a []float32, q []int8) float32 {
 	}
 	return s0 + s1 + s2 + s3
 }
-
