@@ -4,13 +4,18 @@ import "slices"
 
 // Fuse fuses two rankings of documents, each best first, by reciprocal
 // rank with RRFK, and returns the best limit, each with its fused score.
-// Ties are broken as TopK breaks them: the larger document (the newer
-// memory) first, so the answer does not depend on the order of a map or of
-// a scan. A document twice in one ranking counts once, at its better rank.
-func Fuse(lexical, semantic []Scored, limit int) []Scored {
-	out := make([]Scored, 0, len(lexical)+len(semantic))
-	at := make(map[uint64]int, len(lexical)+len(semantic))
-	for _, list := range [2][]Scored{lexical, semantic} {
+// Of equal fused scores, a document of the first ranking (the lexical one)
+// goes first, then the larger document (the newer memory), as in TopK: the
+// answer does not depend on the order of a map or of a scan. A document
+// twice in one ranking counts once, at its better rank.
+func Fuse(first, second []Scored, limit int) []Scored {
+	type fused struct {
+		Scored
+		inFirst bool
+	}
+	out := make([]fused, 0, len(first)+len(second))
+	at := make(map[uint64]int, len(first)+len(second))
+	for n, list := range [2][]Scored{first, second} {
 		seen := make(map[uint64]bool, len(list))
 		for rank, s := range list {
 			if seen[s.Doc] {
@@ -23,14 +28,25 @@ func Fuse(lexical, semantic []Scored, limit int) []Scored {
 				continue
 			}
 			at[s.Doc] = len(out)
-			out = append(out, Scored{Doc: s.Doc, Score: add})
+			out = append(out, fused{Scored{Doc: s.Doc, Score: add}, n == 0})
 		}
 	}
-	slices.SortFunc(out, func(a, b Scored) int {
+	slices.SortFunc(out, func(a, b fused) int {
 		switch {
-		case better(a, b):
-			return -1
-		case better(b, a):
+		case a.Score != b.Score:
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		case a.inFirst != b.inFirst:
+			if a.inFirst {
+				return -1
+			}
+			return 1
+		case a.Doc != b.Doc:
+			if a.Doc > b.Doc {
+				return -1
+			}
 			return 1
 		}
 		return 0
@@ -38,5 +54,9 @@ func Fuse(lexical, semantic []Scored, limit int) []Scored {
 	if limit >= 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out
+	res := make([]Scored, len(out))
+	for i, f := range out {
+		res[i] = f.Scored
+	}
+	return res
 }

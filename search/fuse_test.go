@@ -26,6 +26,8 @@ func TestFuse(t *testing.T) {
 		{"documents of one list only keep their reciprocal rank", s(5), nil, 10,
 			[]Scored{{5, 1.0 / 61}}},
 		{"semantic only", nil, s(7, 8), 10, []Scored{{7, 1.0 / 61}, {8, 1.0 / 62}}},
+		{"equal scores from one list each: the first list's document first", s(1), s(9), 10,
+			[]Scored{{1, 1.0 / 61}, {9, 1.0 / 61}}},
 		{"a document twice in a list counts once, at its better rank", s(4, 4, 9), nil, 10,
 			[]Scored{{4, 1.0 / 61}, {9, 1.0 / 63}}},
 		{"limit cuts the fused list", s(1, 2, 3), s(3), 1, []Scored{{3, 1.0/63 + 1.0/61}}},

@@ -82,6 +82,12 @@ const semanticDepth = 50
 // pass the memory BM25 ranks first.
 const semanticMargin = 0.1
 
+// lexicalShare keeps out of the fusion the memories whose BM25 score is
+// below this share of the best one's, for the same reason: a memory that
+// holds one word of a three-word query would otherwise pass, with a modest
+// semantic rank, the memory that holds all three.
+const lexicalShare = 0.5
+
 // modelID is how a vector names its model.
 func modelID(name, version string) string { return name + "@" + version }
 
@@ -613,6 +619,12 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		var err error
 		if lexical, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}); err != nil {
 			return nil, 0, err
+		}
+		for i, l := range lexical {
+			if l.Score < lexicalShare*lexical[0].Score {
+				lexical = lexical[:i]
+				break
+			}
 		}
 	}
 	var keep func(uint64) (bool, error)

@@ -39,8 +39,9 @@ func synonyms(glosses []corpus.Gloss) map[string][]string {
 	return out
 }
 
-// paraphrase replaces each content word of text that has a synonym sharing
-// no index term with text; at least three, or none ("").
+// paraphrase is a known-item query of three content words of text, each
+// replaced by a WordNet synonym that shares no index term with text; ""
+// when text has fewer than three such words.
 func paraphrase(text string, syn map[string][]string) string {
 	have := map[string]bool{}
 	for _, t := range search.Terms(text) {
@@ -58,11 +59,11 @@ func paraphrase(text string, syn map[string][]string) string {
 				break
 			}
 		}
+		if len(out) == 3 {
+			return strings.Join(out, " ")
+		}
 	}
-	if len(out) < 3 {
-		return ""
-	}
-	return strings.Join(out, " ")
+	return ""
 }
 
 type query struct {
@@ -86,6 +87,9 @@ func TestHybridFigures(t *testing.T) {
 	mems := corpus.Memories(glosses, n, 1)
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
+	if c := os.Getenv("MEMGATE_VECTORS_CACHE"); c != "" {
+		cache = c // a cache kept between runs
+	}
 
 	began := time.Now()
 	v, sum, err := embed.LoadFile(vectors, cache)
