@@ -80,6 +80,13 @@ func (v *Vectors) Word(i int) (string, []float32, int) {
 	return v.words[i], v.data[i*v.dim : (i+1)*v.dim], int(v.ranks[i])
 }
 
+// Index returns the position of word in the order added (for a file of
+// vectors, its frequency order), and whether it is there.
+func (v *Vectors) Index(word string) (int, bool) {
+	i, ok := v.index[word]
+	return int(i), ok
+}
+
 // Lookup returns the vector of word, or nil.
 func (v *Vectors) Lookup(word string) []float32 {
 	i, ok := v.index[word]

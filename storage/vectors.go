@@ -84,9 +84,9 @@ const semanticMargin = 0.1
 
 // lexicalShare keeps out of the fusion the memories whose BM25 score is
 // below this share of the best one's, for the same reason: a memory that
-// holds one word of a three-word query would otherwise pass, with a modest
-// semantic rank, the memory that holds all three.
-const lexicalShare = 0.5
+// holds one or two words of a three-word query would otherwise pass, with a
+// modest semantic rank, the memory that holds all three.
+const lexicalShare = 0.7
 
 // modelID is how a vector names its model.
 func modelID(name, version string) string { return name + "@" + version }

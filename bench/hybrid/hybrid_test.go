@@ -21,20 +21,27 @@ import (
 )
 
 // synonyms maps a one-word WordNet lemma to the other one-word lemmas of
-// its synsets.
-func synonyms(glosses []corpus.Gloss) map[string][]string {
+// the synsets it heads (a synset's first lemma is its usual word, so the
+// sense is a common one), most frequent first by rank (a paraphrase uses
+// common words). Stop words and words of three letters or fewer are left
+// out.
+func synonyms(glosses []corpus.Gloss, rank func(string) int) map[string][]string {
 	out := map[string][]string{}
+	ok := func(w string) bool { return len(w) > 3 && !strings.ContainsAny(w, " -'.") && len(search.Terms(w)) == 1 }
 	for _, g := range glosses {
-		for _, a := range g.Words {
-			if strings.ContainsAny(a, " -'") {
-				continue
-			}
-			for _, b := range g.Words {
-				if b != a && !strings.ContainsAny(b, " -'") && !slices.Contains(out[strings.ToLower(a)], strings.ToLower(b)) {
-					out[strings.ToLower(a)] = append(out[strings.ToLower(a)], strings.ToLower(b))
-				}
+		if len(g.Words) < 2 || !ok(g.Words[0]) {
+			continue
+		}
+		a := strings.ToLower(g.Words[0])
+		for _, b := range g.Words[1:] {
+			b = strings.ToLower(b)
+			if b != a && ok(b) && !slices.Contains(out[a], b) {
+				out[a] = append(out[a], b)
 			}
 		}
+	}
+	for _, s := range out {
+		sort.SliceStable(s, func(i, j int) bool { return rank(s[i]) < rank(s[j]) })
 	}
 	return out
 }
@@ -118,7 +125,12 @@ func TestHybridFigures(t *testing.T) {
 	}
 	t.Logf("%d memories in each store, embedded %d", n, hybrid.Embedded())
 
-	syn := synonyms(glosses)
+	syn := synonyms(glosses, func(w string) int {
+		if i, ok := v.Index(w); ok {
+			return i
+		}
+		return 1 << 30
+	})
 	var known, para []query
 	for _, q := range corpus.KnownItem(mems, 3, 300, 7) {
 		known = append(known, query{q.Text, q.Target})
