@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,20 +366,37 @@ func (s *Store) Embedded() int64 { return s.vecs.ready.Load() }
 // index's read lock is held for the scan only.
 func (s *Store) semantic(v *view, query []float32, n int, keep func(doc uint64) (bool, error)) ([]search.Scored, error) {
 	ix := &s.vecs
-	top := search.NewTopK(4*n + 16)
+	k := 4*n + 16
 	ix.mu.RLock()
 	dim := ix.dim
 	if len(query) != dim || dim == 0 {
 		ix.mu.RUnlock()
 		return nil, nil
 	}
-	for i, doc := range ix.docs {
-		c := float64(search.Dot8(query, ix.q[i*dim:(i+1)*dim]) * ix.scales[i])
-		if c >= search.CosineFloor && doc <= v.seq {
-			top.Push(doc, c)
+	// A large index is scanned in parts at once, one per core up to
+	// scanParts; each part keeps its own best, and the bests merge. TopK
+	// breaks ties by document, so the merge gives what one scan would.
+	parts := min(runtime.GOMAXPROCS(0), scanParts, max(1, len(ix.docs)/scanPart))
+	tops := make([]*search.TopK, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*len(ix.docs)/parts, (p+1)*len(ix.docs)/parts
+		tops[p] = search.NewTopK(k)
+		scan := func() { ix.scan(tops[p], query, lo, hi, v.seq) }
+		if p == parts-1 {
+			scan()
+			continue
+		}
+		wg.Go(scan)
+	}
+	wg.Wait()
+	ix.mu.RUnlock()
+	top := tops[0]
+	for _, t := range tops[1:] {
+		for _, sc := range t.Sorted() {
+			top.Push(sc.Doc, sc.Score)
 		}
 	}
-	ix.mu.RUnlock()
 	docs := v.tx.Bucket(bucketDocs)
 	out := make([]search.Scored, 0, n)
 	best := top.Sorted()
@@ -401,6 +419,27 @@ func (s *Store) semantic(v *view, query []float32, n int, keep func(doc uint64) 
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+// scanParts bounds the parts a scan runs in at once, and scanPart is the
+// least vectors a part takes: below it, starting a goroutine costs more
+// than it saves.
+const (
+	scanParts = 4
+	scanPart  = 16384
+)
+
+// scan pushes to top the documents of slots lo to hi of the index (under
+// its read lock) whose cosine with query is at least search.CosineFloor,
+// that a snapshot up to seq holds. It does not allocate.
+func (ix *vecIndex) scan(top *search.TopK, query []float32, lo, hi int, seq uint64) {
+	dim := ix.dim
+	for i := lo; i < hi; i++ {
+		c := float64(search.Dot8(query, ix.q[i*dim:(i+1)*dim]) * ix.scales[i])
+		if c >= search.CosineFloor && ix.docs[i] <= seq {
+			top.Push(ix.docs[i], c)
+		}
+	}
 }
 
 // cosine is doc's cosine with query, if doc has a vector.
