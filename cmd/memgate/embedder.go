@@ -53,7 +53,18 @@ func (a *app) embedder() storage.Embedder {
 	var e storage.Embedder
 	switch kind {
 	case "static":
-		e = embed.NewStatic(arg, filepath.Join(a.cfg.DataDir, "cache", "vectors"))
+		st := embed.NewStatic(arg, filepath.Join(a.cfg.DataDir, "cache", "vectors"))
+		began := time.Now()
+		go func() {
+			<-st.Ready()
+			if err := st.Err(); err != nil {
+				a.log.Error("the word vectors could not be loaded; search stays lexical", "op", "cmd.embedder", "error", err)
+				return
+			}
+			a.log.Info("word vectors loaded; search is hybrid", "op", "cmd.embedder", "dimensions", st.Dim(),
+				"duration", time.Since(began))
+		}()
+		e = st
 	case "openai":
 		e = embed.NewOpenAI(arg, f.EmbedderModel, a.getenv(embedderKeyEnv), f.EmbedderTimeout)
 	}
