@@ -181,12 +181,18 @@ const hexDigits = "0123456789abcdef"
 // appendString writes s as a JSON string as encoding/json does with HTML
 // escaping off: the short escapes, \u00XX for other control characters,
 // U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s, false) }
+
+// AppendHTMLString writes s as a JSON string as json.Marshal does, HTML
+// escaping on: as appendString, and < > & as \u00XX.
+func AppendHTMLString(dst []byte, s string) []byte { return appendJSONString(dst, s, true) }
+
+func appendJSONString(dst []byte, s string, html bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
+			if b >= 0x20 && b != '"' && b != '\\' && !(html && (b == '<' || b == '>' || b == '&')) {
 				i++
 				continue
 			}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ const MinStaticTokenLen = 16
 // StaticSubject is the subject of the MEMGATE_TOKEN principal. A tokens-file
 // principal's subject is "static:" and the name the file gives it.
 const StaticSubject = "static"
+
+// AdminSubject is the subject of the MEMGATE_ADMIN_TOKEN principal.
+const AdminSubject = "admin"
 
 // Bounds of a tokens file.
 const (
@@ -47,6 +51,7 @@ const tokensReloadEvery = time.Second
 // It is safe for concurrent use.
 type StaticTokens struct {
 	env  *staticEntry // MEMGATE_TOKEN, or nil
+	adm  *staticEntry // MEMGATE_ADMIN_TOKEN, or nil
 	path string       // tokens file, or ""
 	all  []string     // the scopes of a principal that names none
 	log  *slog.Logger
@@ -71,6 +76,10 @@ type StaticOptions struct {
 	// visible characters of a token68. Its principal may use every
 	// namespace and holds AllScopes.
 	Token string
+	// AdminToken is MEMGATE_ADMIN_TOKEN, "" for none: checked as Token is.
+	// Its principal, AdminSubject, holds AdminScope only: it reaches the
+	// admin API and nothing else.
+	AdminToken, AdminScope string
 	// File is the path of a tokens file (the format is parseTokensFile's), "" for none.
 	File string
 	// AllScopes are the scopes of MEMGATE_TOKEN and of a file entry that
@@ -98,12 +107,22 @@ func NewStaticTokens(o StaticOptions) (*StaticTokens, error) {
 		s.env = &staticEntry{digest: sha256.Sum256([]byte(o.Token)),
 			principal: memgate.Principal{Subject: StaticSubject, Scopes: s.all}}
 	}
+	if o.AdminToken != "" {
+		if err := CheckStaticToken(o.AdminToken); err != nil {
+			return nil, errors.New(strings.Replace(err.Error(), "MEMGATE_TOKEN", "MEMGATE_ADMIN_TOKEN", 1))
+		}
+		if o.AdminToken == o.Token {
+			return nil, errors.New("MEMGATE_ADMIN_TOKEN must differ from MEMGATE_TOKEN")
+		}
+		s.adm = &staticEntry{digest: sha256.Sum256([]byte(o.AdminToken)),
+			principal: memgate.Principal{Subject: AdminSubject, Scopes: []string{o.AdminScope}}}
+	}
 	if s.path != "" {
 		if err := s.load(); err != nil {
 			return nil, err
 		}
 	}
-	if s.env == nil && s.path == "" {
+	if s.env == nil && s.adm == nil && s.path == "" {
 		return nil, errors.New("no static token: set MEMGATE_TOKEN or give a tokens file")
 	}
 	return s, nil
@@ -131,6 +150,9 @@ func (s *StaticTokens) Lookup(token string) (p *memgate.Principal, ok bool, err 
 	var found *memgate.Principal
 	if s.env != nil && subtle.ConstantTimeCompare(d[:], s.env.digest[:]) == 1 {
 		found = &s.env.principal
+	}
+	if s.adm != nil && subtle.ConstantTimeCompare(d[:], s.adm.digest[:]) == 1 {
+		found = &s.adm.principal
 	}
 	if s.path != "" {
 		s.mu.Lock()

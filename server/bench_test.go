@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -156,9 +157,11 @@ func BenchmarkGateway(b *testing.B) {
 		otel             bool
 	}{
 		{"noop", "noop", `{}`, false},
+		{"noop-ratelimit", "noop", `{}`, false},
 		{"stats", "stats", `{}`, false},
 		{"search10", "search", `{"query":"staging deploys","limit":10}`, false},
 		{"search1", "search", `{"query":"staging deploys","limit":1}`, false},
+		{"remember", "remember", `{"text":"The deploy pipeline runs on Tuesdays; staging first, then production after review.","tags":["process","deploy"]}`, false},
 		{"noop-otel", "noop", `{}`, true},
 		{"search10-otel", "search", `{"query":"staging deploys","limit":10}`, true},
 	} {
@@ -174,7 +177,11 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, gateway.Options{Telemetry: tel})
+			opts := gateway.Options{Telemetry: tel}
+			if c.name == "noop-ratelimit" {
+				opts.RateLimit = 1e9 // every call takes a token, none waits
+			}
+			gw, err := gateway.New(func() *mcp.Server { m := srv.NewMCP(); addNoop(m); return m }, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -220,4 +227,127 @@ func BenchmarkGateway(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu)/float64(n), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkStdio is one call over stdio through RunStdio, sequential, the
+// client in the same process on pipes: the line reading, the SDK's session
+// and the tool, and the answer written back. remember runs against a store
+// without fsync, so its figure is the CPU a durable write adds to its
+// commit.
+func BenchmarkStdio(b *testing.B) {
+	for _, c := range []struct{ name, tool, args string }{
+		{"noop", "noop", `{}`},
+		{"stats", "stats", `{}`},
+		{"search10", "search", `{"query":"staging deploys","limit":10}`},
+		{"remember", "remember", `{"text":"The deploy pipeline runs on Tuesdays; staging first, then production after review.","tags":["process","deploy"]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := benchServer(b)
+			addNoop(srv.MCP())
+			for i := range 200 {
+				args := fmt.Sprintf(`{"text":"note %d about deploys, reviews and the staging pipeline, with a few more words to make it the size of a real memory"}`, i)
+				if _, err := srv.Call(b.Context(), "remember", json.RawMessage(args)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- srv.RunStdio(b.Context(), inR, outW); outW.Close() }()
+			answers := bufio.NewReaderSize(outR, 64<<10)
+			call := func(line string) []byte {
+				if _, err := io.WriteString(inW, line+"\n"); err != nil {
+					b.Fatal(err)
+				}
+				ans, err := answers.ReadBytes('\n')
+				if err != nil {
+					b.Fatal(err)
+				}
+				return ans
+			}
+			call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+			io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+			line := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, c.tool, c.args)
+			b.ReportAllocs()
+			cpu, n := cpuTime(), 0
+			for b.Loop() {
+				if ans := call(line); bytes.Contains(ans, []byte(`"isError":true`)) || !bytes.Contains(ans, []byte(`"result"`)) {
+					b.Fatalf("%s", ans)
+				}
+				n++
+			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(n), "cpu-ns/op")
+			inW.Close()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkGatewayFloor is the floor BenchmarkGateway's noop is judged
+// against: the same client and request over loopback to a plain net/http
+// handler that decodes the JSON-RPC call with encoding/json and answers the
+// noop tool's result, encoded with encoding/json. No MCP, no session.
+func BenchmarkGatewayFloor(b *testing.B) {
+	type call struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"params"`
+	}
+	type content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type result struct {
+		Content           []content       `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	type answer struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  result          `json:"result"`
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c call
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.Method != "tools/call" {
+			http.Error(w, "bad call", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(answer{"2.0", c.ID, result{[]content{{"text", "{}"}}, json.RawMessage(`{}`)}})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: handler}
+	go hs.Serve(ln)
+	defer hs.Close()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"noop","arguments":{}}}`
+	b.ReportAllocs()
+	cpu, n := cpuTime(), 0
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", "floor")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"structuredContent"`)) {
+			b.Fatalf("%s: %s", resp.Status, got)
+		}
+		n++
+	}
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(n), "cpu-ns/op")
 }

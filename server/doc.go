@@ -39,12 +39,15 @@
 //
 // # Stdio
 //
-// RunStdio puts a line filter in front of the SDK's stdio loop: a line that
-// is not a JSON-RPC message is answered (-32700 or -32600) instead of ending
-// the session, and the end of stdin waits for the answers to the calls
-// already read instead of cancelling them. It knows those answers by
-// wrapping the SDK's connection, as the SDK's LoggingTransport does, and
-// counting the responses among the typed messages the server sends.
+// RunStdio serves the SDK's session over a connection of its own (an
+// mcp.Transport and mcp.Connection, stdio.go): each line is parsed once, by
+// the check that decides whether the SDK may see it, and handed over
+// decoded; a line that is not a JSON-RPC message is answered (-32700 or
+// -32600) instead of ending the session, and the end of stdin waits for the
+// answers to the calls already read instead of cancelling them, which the
+// connection knows by counting the responses it writes. A tool's result is
+// encoded once, by the outermost middleware, and written as it is
+// (encodeonce.go).
 //
 // # Privacy
 //

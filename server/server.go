@@ -99,6 +99,10 @@ type Options struct {
 	// Telemetry is what the server reports spans and metrics through
 	// (telemetry.go); the zero value makes no span.
 	Telemetry telemetry.Providers
+	// Middleware wraps every request of every SDK server of s, outside
+	// memgate's own middleware and inside the encoding of stdio answers,
+	// so that it sees each tool's result as the tool made it (an audit).
+	Middleware []mcp.Middleware
 }
 
 // Server is memgate's MCP server. It is safe for concurrent use, and one
@@ -177,6 +181,8 @@ func New(opts Options) (*Server, error) {
 	s.lease, s.leaseOnly = s.observeLease(opts.Lease), s.observeLease(opts.LeaseRead)
 
 	s.mcp = s.NewMCP()
+	// Outermost: it sees the answer every other middleware made.
+	s.mcp.AddReceivingMiddleware(encodeOnce)
 	return s, nil
 }
 
@@ -212,6 +218,9 @@ func (s *Server) NewMCP() *mcp.Server {
 	// Last, so that it is the outermost of this server's middleware: its
 	// span and duration take in the recovery's answer to a panic.
 	m.AddReceivingMiddleware(s.observe)
+	for _, mw := range s.opts.Middleware {
+		m.AddReceivingMiddleware(mw)
+	}
 	return m
 }
 

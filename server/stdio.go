@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,15 +36,18 @@ const drainTimeout = 30 * time.Second
 // the session goes on. And the SDK cancels the calls in flight when its
 // input ends; here the end of in waits (up to drainTimeout) for the answers
 // to every call already read, so `printf ... | memgate` gets all of them.
+//
+// The connection is memgate's own (stdioConn), through the SDK's public
+// Transport and Connection: each line is parsed once, by the check that
+// decides whether the SDK may see it, and handed over decoded; each answer
+// is written as the SDK encoded its result, without compacting it again.
 func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	lw := &lockedWriter{w: out}
-	calls := newInflight()
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(filterLines(ctx, in, pw, lw, calls)) }()
-	sdk := &mcp.IOTransport{Reader: pr, Writer: batchBound{lw, int64(s.maxReply)}}
+	conn := newStdioConn(ctx, in, lw, int64(s.maxReply), s.obs.tracer != nil)
 	// The calls' contexts come from this one: their spans say pipe.
-	err := s.mcp.Run(context.WithValue(ctx, transportKey{}, true), answerCounter{sdk, calls, s.obs.tracer != nil})
-	pr.Close() // the filter stops at its next line
+	ctx2 := context.WithValue(context.WithValue(ctx, transportKey{}, true), stdioConnKey{}, conn)
+	err := s.mcp.Run(ctx2, stdioTransport{conn})
+	conn.Close() // the reader stops at its next line
 	switch {
 	case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
 		return nil
@@ -50,8 +55,8 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	return err
 }
 
-// lockedWriter lets the filter answer a bad line without cutting into a
-// message the SDK is writing (the SDK writes each message in one call).
+// lockedWriter lets the reader answer a bad line without cutting into a
+// message the session is writing (each message is one Write).
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -63,47 +68,286 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// answerCounter wraps the SDK's stdio transport as its LoggingTransport
-// does, to see each message the server sends: every response is one call
-// answered, so the filter knows when every call read has its answer. A call
-// the session refuses before initialize (which the SDK answers with code 0,
-// quoting the method) gets -32600 and a fixed message. When spans are on,
-// each call read carries its JSON-RPC id to its span (RequestIDHeader).
-type answerCounter struct {
-	mcp.Transport
-	calls  *inflight
-	traced bool
+// stdioTransport hands the SDK its one connection.
+type stdioTransport struct{ c *stdioConn }
+
+func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
+
+// stdioConn is the SDK's connection to a stdio client. A goroutine reads
+// the lines of in, answers those that are not messages memgate accepts
+// itself, and passes the others on decoded (message.Read); Read takes them.
+// Every response is one call answered, so the reader knows, when in ends,
+// when every call read has its answer. A call the session refuses before
+// initialize (which the SDK answers with code 0, quoting the method) gets
+// -32600 and a fixed message. When spans are on, each call read carries its
+// JSON-RPC id to its span (RequestIDHeader).
+//
+// A batch (the 2025-03-26 revision) is taken as the SDK's own stdio
+// connection takes it: its messages are read one by one, its answers
+// gathered and written together in one array, within the bound of
+// batchBound; a batch after a later revision was agreed ends the session,
+// as it does there.
+type stdioConn struct {
+	out      *lockedWriter
+	batchOut batchBound
+	traced   bool
+	calls    *inflight
+	incoming chan lineOrErr
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	queue []jsonrpc.Message // the rest of the batch last read (reads are serial)
+
+	mu       sync.Mutex
+	initID   jsonrpc.ID // the id of the initialize call, until it is answered
+	revision string     // the protocol revision the session agreed
+	batches  map[jsonrpc.ID]*msgBatch
+	tools    map[jsonrpc.ID]*toolCall        // the tools/call calls in flight
+	extras   map[*mcp.RequestExtra]*toolCall // the same, by what their requests carry
 }
 
-func (a answerCounter) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := a.Transport.Connect(ctx)
+// toolCall is a tools/call in flight: the Extra its request carries, by
+// which encodeOnce finds it, and the answer's result once encoded.
+type toolCall struct {
+	id     jsonrpc.ID
+	extra  *mcp.RequestExtra
+	result []byte
+}
+
+// lineOrErr is one message the reader passes on, a batch's messages, or
+// the error that ends the input.
+type lineOrErr struct {
+	msg   jsonrpc.Message
+	batch []jsonrpc.Message
+	err   error
+}
+
+// msgBatch gathers the answers to the calls of one batch, in order.
+type msgBatch struct {
+	unresolved map[jsonrpc.ID]int
+	responses  []*jsonrpc.Response
+}
+
+func newStdioConn(ctx context.Context, in io.Reader, out *lockedWriter, maxReply int64, traced bool) *stdioConn {
+	c := &stdioConn{out: out, batchOut: batchBound{out, maxReply}, traced: traced, calls: newInflight(),
+		incoming: make(chan lineOrErr), closed: make(chan struct{})}
+	go c.readLines(ctx, in)
+	return c
+}
+
+// readLines reads in, one message per line, until its end, then waits for
+// the calls in flight and reports io.EOF.
+func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64<<10), maxStdioLine)
+	pass := func(v lineOrErr) bool {
+		select {
+		case c.incoming <- v:
+			return true
+		case <-c.closed:
+			return false
+		}
+	}
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		// The messages keep slices of their line (params) while their
+		// calls run: a line of its own, not the scanner's buffer.
+		line = bytes.Clone(line)
+		if line[0] == '[' {
+			batch, refusal := message.ReadBatch(line)
+			if refusal != nil {
+				if !c.refuse(&jsonrpc.Response{Error: refusal}) {
+					return
+				}
+				continue
+			}
+			n := 0
+			for _, m := range batch {
+				if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+					n++
+				}
+			}
+			c.calls.add(n) // answered together, in one array
+			if !pass(lineOrErr{batch: batch}) {
+				return
+			}
+			continue
+		}
+		msg, answer, call := message.Read(line)
+		if answer != nil {
+			if !c.refuse(answer) {
+				return
+			}
+			continue
+		}
+		if call {
+			c.calls.add(1)
+		}
+		if !pass(lineOrErr{msg: msg}) {
+			return
+		}
+	}
+	err := sc.Err()
+	if err == nil {
+		c.calls.wait(ctx, drainTimeout)
+		err = io.EOF
+	}
+	pass(lineOrErr{err: err})
+}
+
+// refuse writes the answer to a line memgate refuses; false if out failed.
+func (c *stdioConn) refuse(answer *jsonrpc.Response) bool {
+	b, err := jsonrpc.EncodeMessage(answer)
+	if err == nil {
+		_, err = c.out.Write(append(b, '\n'))
+	}
 	if err != nil {
+		c.Close()
+		return false
+	}
+	return true
+}
+
+func (c *stdioConn) SessionID() string { return "" }
+
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return nil
+}
+
+// revisionNoBatches is the first protocol revision without JSON-RPC
+// batches.
+const revisionNoBatches = "2025-06-18"
+
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return countingConn{c, a.calls, a.traced}, nil
+	if len(c.queue) > 0 {
+		next := c.queue[0]
+		c.queue = c.queue[1:]
+		return c.took(next), nil
+	}
+	var v lineOrErr
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case v = <-c.incoming:
+	case <-c.closed:
+		return nil, io.EOF
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	if v.batch == nil {
+		return c.took(v.msg), nil
+	}
+	c.mu.Lock()
+	revision := c.revision
+	c.mu.Unlock()
+	if revision >= revisionNoBatches {
+		return nil, fmt.Errorf("JSON-RPC batching is not supported in %s and later", revisionNoBatches)
+	}
+	var batch *msgBatch
+	for _, m := range v.batch {
+		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+			if batch == nil {
+				batch = &msgBatch{unresolved: map[jsonrpc.ID]int{}}
+			}
+			if _, ok := batch.unresolved[req.ID]; ok {
+				return nil, errors.New("a batch repeats an id")
+			}
+			batch.unresolved[req.ID] = len(batch.responses)
+			batch.responses = append(batch.responses, nil)
+		}
+	}
+	if batch != nil {
+		c.mu.Lock()
+		for id := range batch.unresolved {
+			if _, ok := c.batches[id]; ok {
+				c.mu.Unlock()
+				return nil, errors.New("a batch repeats the id of a call in flight")
+			}
+		}
+		if c.batches == nil {
+			c.batches = map[jsonrpc.ID]*msgBatch{}
+		}
+		for id := range batch.unresolved {
+			c.batches[id] = batch
+		}
+		c.mu.Unlock()
+	}
+	c.queue = v.batch[1:]
+	return c.took(v.batch[0]), nil
 }
 
-type countingConn struct {
-	mcp.Connection
-	calls  *inflight
-	traced bool
-}
-
-func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && c.traced && req.IsCall() && req.Extra == nil {
+// took notes what the session needs of a message read: the id of
+// initialize (its answer names the revision agreed) and, when spans are on,
+// a call's id for its span.
+func (c *stdioConn) took(m jsonrpc.Message) jsonrpc.Message {
+	req, ok := m.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return m
+	}
+	if req.Method == "initialize" {
+		c.mu.Lock()
+		c.initID = req.ID
+		c.mu.Unlock()
+	}
+	if c.traced && req.Extra == nil {
 		req.Extra = stdioExtra(req.ID)
 	}
-	return msg, err
+	if req.Method == "tools/call" {
+		extra, _ := req.Extra.(*mcp.RequestExtra)
+		if extra == nil && req.Extra == nil {
+			extra = &mcp.RequestExtra{}
+			req.Extra = extra
+		}
+		c.mu.Lock()
+		if _, dup := c.tools[req.ID]; extra != nil && !dup {
+			if c.tools == nil {
+				c.tools, c.extras = map[jsonrpc.ID]*toolCall{}, map[*mcp.RequestExtra]*toolCall{}
+			}
+			t := &toolCall{id: req.ID, extra: extra}
+			c.tools[req.ID], c.extras[extra] = t, t
+		}
+		c.mu.Unlock()
+	}
+	return m
+}
+
+// encoded keeps result, encoded by encodeOnce, as the answer to the call
+// whose request carries extra; false if no call in flight carries it.
+func (c *stdioConn) encoded(extra *mcp.RequestExtra, result []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.extras[extra]
+	if t == nil {
+		return false
+	}
+	t.result = result
+	return true
 }
 
 // errNotInitialized answers a call that comes before initialize.
 var errNotInitialized = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the session is not initialized"}
 
-func (c countingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	resp, ok := msg.(*jsonrpc.Response)
 	if !ok {
-		return c.Connection.Write(ctx, msg)
+		b, err := jsonrpc.EncodeMessage(msg)
+		if err != nil {
+			return err
+		}
+		_, err = c.out.Write(append(b, '\n'))
+		return err
 	}
 	var rpc *jsonrpc.Error
 	if resp.Error != nil && (!errors.As(resp.Error, &rpc) || rpc.Code == 0) {
@@ -116,7 +360,96 @@ func (c countingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		resp = &jsonrpc.Response{ID: resp.ID, Error: e}
 	}
 	defer c.calls.add(-1)
-	return c.Connection.Write(ctx, resp)
+	c.mu.Lock()
+	if c.initID.IsValid() && resp.ID == c.initID {
+		c.initID = jsonrpc.ID{}
+		var agreed struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if resp.Error == nil && json.Unmarshal(resp.Result, &agreed) == nil {
+			c.revision = agreed.ProtocolVersion
+		}
+	}
+	if t := c.tools[resp.ID]; t != nil && (t.result == nil || bytes.Equal(resp.Result, placeholderJSON)) {
+		delete(c.tools, resp.ID)
+		delete(c.extras, t.extra)
+		if t.result != nil && resp.Error == nil {
+			resp = &jsonrpc.Response{ID: resp.ID, Result: t.result}
+		}
+	}
+	batch, inBatch := c.batches[resp.ID]
+	var answers []*jsonrpc.Response
+	if inBatch {
+		batch.responses[batch.unresolved[resp.ID]] = resp
+		delete(batch.unresolved, resp.ID)
+		delete(c.batches, resp.ID)
+		if len(batch.unresolved) == 0 {
+			answers = batch.responses
+		}
+	}
+	c.mu.Unlock()
+	if inBatch {
+		if answers == nil {
+			return nil
+		}
+		b := []byte{'['}
+		for i, a := range answers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendResponse(b, a); err != nil {
+				return err
+			}
+		}
+		_, err := c.batchOut.Write(append(b, ']', '\n'))
+		return err
+	}
+	buf := answerBuffers.Get().(*[]byte)
+	defer answerBuffers.Put(buf)
+	b, err := appendResponse((*buf)[:0], resp)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = c.out.Write(b)
+	if cap(b) <= maxPooledAnswer {
+		*buf = b
+	}
+	return err
+}
+
+// answerBuffers hold the bytes of answers while they are written.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxPooledAnswer is the largest buffer kept for another answer.
+const maxPooledAnswer = 256 << 10
+
+// appendResponse appends resp as jsonrpc.EncodeMessage writes it. A result
+// is the SDK's own encoding of it, already compact: it is copied, where
+// EncodeMessage would compact it once more. Anything else goes through
+// EncodeMessage.
+func appendResponse(b []byte, resp *jsonrpc.Response) ([]byte, error) {
+	if resp.Error == nil && len(resp.Result) > 0 {
+		switch id := resp.ID.Raw().(type) {
+		case int64:
+			b = append(b, `{"jsonrpc":"2.0","id":`...)
+			b = strconv.AppendInt(b, id, 10)
+			b = append(b, `,"result":`...)
+			b = append(b, resp.Result...)
+			return append(b, '}'), nil
+		case string:
+			if message.PlainString(id) {
+				b = append(b, `{"jsonrpc":"2.0","id":"`...)
+				b = append(b, id...)
+				b = append(b, `","result":`...)
+				b = append(b, resp.Result...)
+				return append(b, '}'), nil
+			}
+		}
+	}
+	e, err := jsonrpc.EncodeMessage(resp)
+	return append(b, e...), err
 }
 
 // batchBound is the SDK's side of stdout. It bounds the answer to a batch
@@ -188,57 +521,6 @@ func (f *inflight) wait(ctx context.Context, timeout time.Duration) {
 			return
 		}
 	}
-}
-
-// filterLines copies the messages of in to sdk, one per line, and answers
-// the lines that are not messages on out itself. At the end of in it waits
-// for the calls in flight, then returns nil.
-func filterLines(ctx context.Context, in io.Reader, sdk, out io.Writer, calls *inflight) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), maxStdioLine)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		answer, call := checkLine(line)
-		if answer != nil {
-			b, err := jsonrpc.EncodeMessage(answer)
-			if err == nil {
-				_, err = out.Write(append(b, '\n'))
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if call {
-			calls.add(1)
-		}
-		if line[0] == '[' {
-			calls.add(batchCalls(line)) // answered together, in one array
-		}
-		if _, err := sdk.Write(append(line, '\n')); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	calls.wait(ctx, drainTimeout)
-	return nil
-}
-
-// batchCalls is the number of calls in a batch checkLine let through.
-func batchCalls(line []byte) int {
-	msgs, _ := message.SplitBatch(line)
-	n := 0
-	for _, m := range msgs {
-		if _, call := message.Check(m); call {
-			n++
-		}
-	}
-	return n
 }
 
 // checkLine returns the error response to a line that is not a JSON-RPC

@@ -335,3 +335,62 @@ func runLines(t *testing.T, srv *server.Server, in string) string {
 	}
 	return out.String()
 }
+
+// TestRunStdioAnswersAsTheSDKEncodes: over stdio a tool's answer, which
+// memgate encodes itself, is byte for byte the SDK's encoding of the same
+// result (json.Marshal of it), for a success and for an error, with text
+// that needs escapes, in every revision.
+func TestRunStdioAnswersAsTheSDKEncodes(t *testing.T) {
+	for _, revision := range []string{"2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"} {
+		t.Run(revision, func(t *testing.T) {
+			pool := newPool(t, 0)
+			srv, err := server.New(server.Options{Lease: server.LeaseOf(pool.Lease)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := srv.Call(t.Context(), "remember", json.RawMessage(`{"id":"m1","text":"deploy <pipeline> & \"staging\"\n\u2028 é","tags":["x-y"],"metadata":{"k":"<v> &"}}`)); err != nil || res.IsError {
+				t.Fatal(err, res.StructuredContent)
+			}
+			var out syncBuffer
+			calls := []string{`{"query":"deploy staging","limit":10}`, `{"query":""}`}
+			in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + revision + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+			for i, args := range calls {
+				in += fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":%s}}`, i+2, args) + "\n"
+			}
+			if err := srv.RunStdio(t.Context(), strings.NewReader(in), &out); err != nil {
+				t.Fatal(err)
+			}
+			byID := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var m struct {
+					ID json.RawMessage `json:"id"`
+				}
+				json.Unmarshal([]byte(line), &m)
+				byID[string(m.ID)] = line
+			}
+			for i, args := range calls {
+				res, err := srv.Call(t.Context(), "search", json.RawMessage(args))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := json.Marshal(res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, i+2, b)
+				got := byID[fmt.Sprint(i+2)]
+				if i == 0 && !strings.Contains(got, `"hits":[{`) {
+					t.Fatalf("the search found nothing: %s", got)
+				}
+				if revision >= "2026-07-28" {
+					// The SDK's own encoding, with the resultType it sets.
+					got = strings.Replace(got, `,"resultType":"complete"`, "", 1)
+				}
+				if got != want {
+					t.Errorf("call %d:\n got %s\nwant %s", i, got, want)
+				}
+			}
+		})
+	}
+}

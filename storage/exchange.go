@@ -671,6 +671,30 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return n, memgate.Wrap(op, err)
 }
 
+// backupSyncEvery is how many bytes of a backup file are written between
+// syncs. Left to pile up, a whole store's worth of dirty pages is flushed by
+// the next fsync on the filesystem, which is a writer's commit (ext4 orders
+// data before the journal): synced as it goes, each commit waits for a few
+// MiB at most.
+const backupSyncEvery = 4 << 20
+
+// syncEvery writes to f and syncs it every so many bytes.
+type syncEvery struct {
+	f       *os.File
+	every   int64
+	pending int64
+}
+
+func (w *syncEvery) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.pending += int64(n)
+	if err == nil && w.pending >= w.every {
+		w.pending = 0
+		err = w.f.Sync()
+	}
+	return n, err
+}
+
 // BackupFile writes a consistent copy of the store to path: into a temporary
 // file beside it, synced, then renamed, so path is either absent or whole.
 func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
@@ -680,7 +704,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		return 0, StoreError(op, err)
 	}
 	defer os.Remove(f.Name())
-	n, err := s.Backup(ctx, f)
+	n, err := s.Backup(ctx, &syncEvery{f: f, every: backupSyncEvery})
 	if err == nil {
 		err = f.Sync()
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/bench/driver"
 	"github.com/memgate/memgate/bench/measure"
 )
@@ -237,3 +238,108 @@ func (e *env) killDuringLoad(t *table) error {
 }
 
 var _ = rand.IntN
+
+// s4base is S4's mix against an earlier build (-baseline) in the same run:
+// both servers on copies of the same preloaded namespaces, both with the
+// noop tool, their mix rounds interleaved with a noop load on memgate's,
+// so that a change to the MCP layer is judged against the tree before it
+// and against a trivial tool through the same gateway.
+func (e *env) s4base() error {
+	c := e.c
+	if c.baselineBin == "" {
+		return fmt.Errorf("S4base needs -baseline")
+	}
+	t := e.newTable(fmt.Sprintf("S4 against the tree before — %d sessions, %d namespaces × %d memories, 90%% search / 10%% remember, %s per round",
+		c.sessions, c.spaces, c.perSpace, c.duration))
+	dirs := map[string]string{"memgate": filepath.Join(e.dir, "s4-new"), "baseline": filepath.Join(e.dir, "s4-base")}
+	var mems [][]memgate.Write
+	for _, d := range dirs {
+		var err error
+		if mems, err = preload(d, c.spaces, c.perSpace, e.mems); err != nil {
+			return err
+		}
+	}
+	bin := c.memgateBin
+	srv, err := e.startHTTP(dirs["memgate"], "--noop")
+	if err != nil {
+		return err
+	}
+	defer srv.Kill()
+	e.c.memgateBin = c.baselineBin
+	base, err := e.startHTTP(dirs["baseline"], "--noop")
+	e.c.memgateBin = bin
+	if err != nil {
+		return err
+	}
+	defer base.Kill()
+	acked := make([]int64, c.spaces)
+	add := func(r *loadResult) {
+		for i, n := range r.acked {
+			acked[i] += n
+		}
+	}
+	mixFn := mixLimit(mems, e.mems, 10, c.searchLimit, uniformNS(c.spaces))
+	noop := func(*rand.Rand, int) op { return op{kind: "noop", tool: "noop", args: map[string]any{}} }
+	warm := min(c.duration/10, 5*time.Second)
+	w, err := load(srv.URL, "2025-11-25", c.sessions, warm, 0, c.spaces, srv.Pid(), mixFn)
+	if err != nil {
+		return err
+	}
+	add(w)
+	if _, err := load(base.URL, "2025-11-25", c.sessions, warm, 0, c.spaces, base.Pid(), mixFn); err != nil {
+		return err
+	}
+	var news, bases, noops []*loadResult
+	var tput, p99s []float64
+	for round := range c.rounds {
+		m, err := load(srv.URL, "2025-11-25", c.sessions, c.duration, 0, c.spaces, srv.Pid(), mixFn)
+		if err != nil {
+			return err
+		}
+		add(m)
+		b, err := load(base.URL, "2025-11-25", c.sessions, c.duration, 0, c.spaces, base.Pid(), mixFn)
+		if err != nil {
+			return err
+		}
+		n, err := load(srv.URL, "2025-11-25", c.sessions, max(c.duration/3, time.Second), 0, c.spaces, srv.Pid(), noop)
+		if err != nil {
+			return err
+		}
+		news, bases, noops = append(news, m), append(bases, b), append(noops, n)
+		tput = append(tput, m.perSec/b.perSec)
+		p99s = append(p99s, m.all.P(0.99)/n.all.P(0.99))
+		logf("  round %d: mix %.0f ops/s (p99 %.1f ms, %d errors), the tree before %.0f ops/s (p99 %.1f ms), noop %.0f/s (p99 %.1f ms)", round+1,
+			m.perSec, m.all.P(0.99)/1000, m.errors, b.perSec, b.all.P(0.99)/1000, n.perSec, n.all.P(0.99)/1000)
+	}
+	m, b, n := medianLoad(news), medianLoad(bases), medianLoad(noops)
+	t.row("noop through the same gateway (the trivial tool, same process)",
+		fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call", n.perSec, n.all.P(0.5)/1000, n.all.P(0.99)/1000, n.cpuUS), "baseline", "")
+	t.row("the tree before: mix", fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call, VmHWM %.1f MB",
+		b.perSec, b.all.P(0.5)/1000, b.all.P(0.99)/1000, b.cpuUS, mb(b.hwmKB)), "baseline", "")
+	t.row("memgate: mix", fmt.Sprintf("%.0f /s, p50 %.1f ms, p99 %.1f ms, %.0f µs server CPU/call, VmHWM %.1f MB",
+		m.perSec, m.all.P(0.5)/1000, m.all.P(0.99)/1000, m.cpuUS, mb(m.hwmKB)), "", "")
+	r, p := medianOf(tput), medianOf(p99s)
+	t.row("mix throughput / the tree before's", fmt.Sprintf("**%.2fx** (rounds: %s)", r, ratiosString(tput)), "≥ 1.5x", verdict(r >= 1.5))
+	t.row("mix p99 / noop p99", fmt.Sprintf("%.1f ms against %.1f ms: **%.2fx** (rounds: %s)", m.all.P(0.99)/1000, n.all.P(0.99)/1000, p, ratiosString(p99s)),
+		"≤ 2x", verdict(p <= 2))
+	var errCount int64
+	for _, x := range append(news, noops...) {
+		errCount += x.errors
+	}
+	t.check("errors (memgate's mix and noop rounds)", fmt.Sprintf("%d%s", errCount, sample(append(news, noops...))), "0", errCount == 0)
+	stopErr := srv.Stop(60 * time.Second)
+	t.check("graceful stop (SIGTERM)", exitText(stopErr), "exit 0", stopErr == nil)
+	counts, err := e.countStores(dirs["memgate"], c.spaces)
+	if err != nil {
+		return err
+	}
+	want := int64(c.spaces*c.perSpace) + sum(acked)
+	lost := max(want-sum(counts), 0)
+	t.check("acknowledged writes lost (count of every store after the stop)", fmt.Sprintf("%d (preloaded %d + acknowledged %d; counted %d)", lost, c.spaces*c.perSpace, sum(acked), sum(counts)),
+		"0", lost == 0)
+	e.figures["s4base_ratio"], e.figures["s4base_p99_noop"] = r, p
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+	return nil
+}

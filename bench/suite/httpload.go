@@ -218,9 +218,14 @@ func mixLimit(mems [][]memgate.Write, extra []memgate.Write, writeShare, limit i
 	return func(r *rand.Rand, w int) op {
 		s := ns(r, w)
 		if r.IntN(100) < writeShare {
+			// Every acknowledged write is counted in the stores afterwards:
+			// a text drawn twice (the draws repeat from one load to the
+			// next) is stored twice, not answered as a duplicate.
 			m := extra[r.IntN(len(extra))]
+			// allow_duplicate: the mix draws texts again, and every
+			// acknowledged write must be a memory for the lost-write count.
 			return op{kind: "remember", ns: s, tool: "remember", args: map[string]any{
-				"text": m.Text, "tags": m.Tags, "metadata": m.Metadata, "namespace": nsName(s)}}
+				"text": m.Text, "tags": m.Tags, "metadata": m.Metadata, "namespace": nsName(s), "allow_duplicate": true}}
 		}
 		words := corpus.ContentWords(mems[s][r.IntN(len(mems[s]))].Text)
 		r.Shuffle(len(words), func(i, j int) { words[i], words[j] = words[j], words[i] })

@@ -12,6 +12,7 @@
 //	cd bench
 //	go run . suite                                  # every scenario (~25 min)
 //	go run . suite -scenarios S4,slowloris          # the HTTP gateway figures
+//	go run . suite -scenarios S4base -baseline OLD  # S4's mix against an earlier build, interleaved
 //	go run . suite -smoke                           # memgate only, < 60 s
 //	go run . suite -plots ../docs/plots             # also draw the PNG plots
 //
@@ -53,6 +54,7 @@ type config struct {
 	plots       string
 	jsonOut     string
 	memgateBin  string           // cmd/memgate built with -tags memgatebench
+	baselineBin string           // another such build, for S4base
 	sizes       map[string][]int // system name → N checkpoints for S3
 	queries     int              // queries per class per checkpoint (fast systems)
 	slowQueries int              // the same for the O(N) peers
@@ -85,6 +87,7 @@ func Main(args []string) error {
 	fs.StringVar(&c.plots, "plots", "", "draw the PNG plots into this folder")
 	fs.StringVar(&c.jsonOut, "json", "", "also write every table as JSON to this file")
 	fs.StringVar(&c.memgateBin, "memgate", "", "a memgate binary built with -tags memgatebench (default: built from ../cmd/memgate)")
+	fs.StringVar(&c.baselineBin, "baseline", "", "S4base: another memgate benchmark build (an earlier tree) whose S4 mix runs interleaved with -memgate's")
 	fs.IntVar(&c.queries, "queries", 250, "queries per class at each N (memgate, ai-devkit)")
 	fs.IntVar(&c.slowQueries, "slow-queries", 50, "queries per class at each N for the O(N) peers")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "length of each S4 run")
@@ -223,7 +226,7 @@ func run(c *config, out io.Writer) error {
 		fn   func(*env) error
 	}{
 		{"s1", (*env).s1}, {"s3", (*env).s3}, {"s6", (*env).s6}, {"s2", (*env).s2},
-		{"s4", (*env).s4}, {"s5", (*env).s5}, {"s8", (*env).s8}, {"slowloris", (*env).slowloris}, {"s7", (*env).s7},
+		{"s4", (*env).s4}, {"s4base", (*env).s4base}, {"s5", (*env).s5}, {"s8", (*env).s8}, {"slowloris", (*env).slowloris}, {"s7", (*env).s7},
 	}
 	for _, s := range steps {
 		if !want[s.name] {

@@ -100,8 +100,11 @@ func memgateSystem(c *config) *system {
 	}
 }
 
+// rememberArgs are memgate's remember arguments for m. Every write is
+// stored, duplicate texts of the corpus too (allow_duplicate), so that the
+// scenarios measure and count writes as they always did.
 func rememberArgs(m memgate.Write) map[string]any {
-	a := map[string]any{"text": m.Text}
+	a := map[string]any{"text": m.Text, "allow_duplicate": true}
 	if len(m.Tags) > 0 {
 		a["tags"] = m.Tags
 	}

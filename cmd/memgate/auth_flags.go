@@ -20,6 +20,7 @@ import (
 const (
 	envStaticToken        = "MEMGATE_TOKEN"
 	envIntrospectionToken = "MEMGATE_OAUTH_INTROSPECTION_TOKEN"
+	envAdminToken         = "MEMGATE_ADMIN_TOKEN"
 )
 
 // authFlags configure who may call serve --transport http. See
@@ -47,6 +48,7 @@ type authFlags struct {
 	PublicURL            string `name:"public-url" placeholder:"URL" help:"The MCP endpoint's URL as clients reach it, the resource of the RFC 9728 metadata (default: --oauth-resource, else --jwt-audience when it is a URL, else the request's own address)."`
 	ReadScope            string `name:"read-scope" default:"memory:read" placeholder:"SCOPE" help:"Scope every authenticated request needs (403 without it; empty: none)."`
 	WriteScope           string `name:"write-scope" default:"memory:write" placeholder:"SCOPE" help:"Scope remember and forget need besides (empty: none)."`
+	AdminScope           string `name:"admin-scope" default:"memory:admin" placeholder:"SCOPE" help:"Scope the admin API under /admin/v1/ needs (MEMGATE_ADMIN_TOKEN, environment only, holds it)."`
 	NamespaceClaim       string `name:"namespace-claim" placeholder:"CLAIM" help:"Claim naming a token's namespace (a string) or namespaces (an array, the first its own)."`
 	NamespaceFromSubject bool   `name:"namespace-from-subject" help:"Token strategy: a token without the namespace claim gets a namespace of its own, derived from its issuer and subject (a per-user SaaS)."`
 }
@@ -164,6 +166,9 @@ func (f *authFlags) validate(c *Config, bad badFunc) {
 			bad("public-url", "only the JWT and OAuth modes publish metadata")
 		}
 	}
+	if f.AdminScope == "" || !auth.ValidScope(f.AdminScope) {
+		bad("admin-scope", "a scope is 1 to 128 visible characters without spaces, quotes or backslashes")
+	}
 	for _, s := range []struct{ flag, v string }{{"read-scope", f.ReadScope}, {"write-scope", f.WriteScope}} {
 		if s.v != "" && !auth.ValidScope(s.v) {
 			bad(s.flag, "a scope is 1 to 128 visible characters without spaces, quotes or backslashes (or empty: no scope needed)")
@@ -182,6 +187,7 @@ type authSetup struct {
 	Auth       gateway.Authenticator   // nil: no authentication
 	Routes     map[string]http.Handler // served without authentication (metadata), by path
 	Mode       string                  // "none", "static", "jwt" or "oauth"
+	Admin      gateway.Authenticator   // the admin API's; nil: no admin API
 	WriteScope string                  // the scope remember and forget need; "" when Auth is nil
 }
 
@@ -205,18 +211,23 @@ func (a *app) authenticator() (*authSetup, error) {
 	opts := auth.Options{ReadScope: f.ReadScope, WriteScope: f.WriteScope,
 		RequireNamespace: a.cfg.NamespaceStrategy == string(tenants.Token) && !f.NamespaceFromSubject}
 
-	token := getenv(envStaticToken)
-	if token != "" || f.TokensFile != "" {
+	token, adminToken := getenv(envStaticToken), getenv(envAdminToken)
+	var static *auth.StaticTokens
+	if token != "" || f.TokensFile != "" || adminToken != "" {
 		if token != "" {
 			if err := auth.CheckStaticToken(token); err != nil {
 				return nil, usageError{err}
 			}
 		}
-		st, err := auth.NewStaticTokens(auth.StaticOptions{Token: token, File: f.TokensFile, AllScopes: scopes, Logger: a.log})
+		st, err := auth.NewStaticTokens(auth.StaticOptions{Token: token, File: f.TokensFile, AllScopes: scopes,
+			AdminToken: adminToken, AdminScope: f.AdminScope, Logger: a.log})
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--tokens-file: %w", err)}
 		}
-		opts.Static, setup.Mode = st, "static"
+		static = st
+		if token != "" || f.TokensFile != "" {
+			opts.Static, setup.Mode = st, "static"
+		}
 	}
 
 	var issuer, resource string
@@ -249,6 +260,20 @@ func (a *app) authenticator() (*authSetup, error) {
 			return nil, usageError{fmt.Errorf("--oauth-*: %w", err)}
 		}
 		opts.Verifier, setup.Mode, issuer, resource = in, "oauth", f.OAuthIssuer, f.OAuthResource
+	}
+	if static != nil || opts.Verifier != nil {
+		defer func() {
+			if setup == nil {
+				return
+			}
+			// The admin API's authenticator: the same credentials, but the
+			// admin scope instead of the read scope, and no namespace needed.
+			adm := opts
+			adm.Static, adm.ReadScope, adm.WriteScope, adm.RequireNamespace = static, f.AdminScope, "", false
+			if authn, err := auth.New(adm); err == nil {
+				setup.Admin = authn
+			}
+		}()
 	}
 	if setup.Mode == "none" {
 		return setup, nil

@@ -29,6 +29,9 @@ type httpFlags struct {
 	ConnLifetime      time.Duration `name:"conn-lifetime" placeholder:"DURATION" help:"Close a connection older than this after its current request."`
 	Metrics           bool          `name:"metrics" help:"Serve Prometheus metrics at GET /metrics (no authentication: keep the port private)."`
 	MetricsBind       string        `name:"metrics-bind" placeholder:"HOST:PORT" help:"Serve GET /metrics on this address of its own instead of --bind's (implies --metrics; with either transport)."`
+	RateLimit         float64       `name:"rate-limit" default:"0" placeholder:"N" help:"Requests per second each principal may send (its subject; its address without auth); past it 429 with Retry-After (0: off)."`
+	RateBurst         int           `name:"rate-burst" default:"0" placeholder:"N" help:"Requests a principal may send at once before --rate-limit applies (default: --rate-limit, rounded up)."`
+	MaxImportBytes    int64         `name:"max-import-bytes" default:"1073741824" placeholder:"BYTES" help:"Largest body of an admin import (413 beyond it); the import streams, whatever its size."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 
@@ -46,6 +49,12 @@ func (f *httpFlags) validate(bad badFunc) {
 		case f.MetricsBind == f.Bind && !strings.HasSuffix(f.Bind, ":0"):
 			bad("metrics-bind", "must differ from --bind")
 		}
+	}
+	if f.RateLimit < 0 || f.RateBurst < 0 {
+		bad("rate-limit", "--rate-limit and --rate-burst must be 0 (off, default) or more")
+	}
+	if f.MaxImportBytes < 1 {
+		bad("max-import-bytes", "must be at least 1")
 	}
 	if err := gateway.CheckPath(f.Path); err != nil {
 		bad("path", "%s", err.Error())

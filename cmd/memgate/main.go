@@ -57,7 +57,8 @@ type app struct {
 	log    *slog.Logger
 	getenv func(string) string // the environment, where secrets come from
 
-	tel *telemetrySetup // serve's (telemetry.go); nil for the other commands
+	tel   *telemetrySetup // serve's (telemetry.go); nil for the other commands
+	audit *auditLog       // serve's --audit-log (audit.go); nil for none
 }
 
 // telemetry is what the packages report through: serve's providers, none

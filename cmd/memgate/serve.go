@@ -25,6 +25,7 @@ type serveFlags struct {
 	Transport        string        `name:"transport" default:"stdio" placeholder:"stdio|http" help:"How serve talks to its clients: stdio (one client) or http (streamable HTTP)."`
 	MaxStores        int           `name:"max-stores" placeholder:"N" help:"Most stores open at once."`
 	StoreIdleTimeout time.Duration `name:"store-idle-timeout" default:"0s" placeholder:"DURATION" help:"Close a store unused for this long (0s: never)."`
+	AuditLog         string        `name:"audit-log" placeholder:"PATH" help:"Append one JSON line per tool call and admin action (who, namespace, operation, outcome, duration; never content, ids, queries or tokens) to PATH (-: stderr); reopened on SIGHUP."`
 	SweepInterval    time.Duration `name:"sweep-interval" placeholder:"DURATION" help:"How often expired memories, and trash past --trash-retention, are deleted from the open stores (readers never see an expired memory meanwhile)."`
 
 	Embed embedderFlags `embed:"" group:"config"` // embedder.go
@@ -71,6 +72,7 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 // line on stderr, status 1), rather than at the client's first call. The
 // store stays open, and locked, in the pool.
 func (c *serveCmd) Run(a *app) error {
+	setGCPolicy(a.getenv, "/sys/fs/cgroup")
 	stop, err := a.cfg.startProfiles()
 	if err != nil {
 		return err
@@ -89,6 +91,12 @@ func (c *serveCmd) Run(a *app) error {
 			a.log.Warn("telemetry shutdown failed", "op", "cmd.telemetry", "error", err)
 		}
 	}()
+	if a.cfg.AuditLog != "" {
+		if a.audit, err = openAudit(a.cfg.AuditLog, a.stderr, a.log.Warn); err != nil {
+			return fmt.Errorf("--audit-log: %w", err)
+		}
+		defer a.audit.close()
+	}
 	if bind := a.cfg.HTTP.MetricsBind; bind != "" {
 		ln, err := net.Listen("tcp", bind)
 		if err != nil {

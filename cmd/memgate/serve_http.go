@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
@@ -39,20 +40,48 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockHTTP(a.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	opts := f.gatewayOptions()
 	opts.Auth, opts.Routes, opts.Logger = setup.Auth, setup.Routes, a.log
 	opts.Ready, opts.Telemetry = a.storesReady, a.telemetry()
+	opts.RateLimit, opts.RateBurst = f.RateLimit, f.RateBurst
 	if a.cfg.HTTP.MetricsBind == "" && a.tel != nil {
 		opts.Metrics = a.tel.metrics // else on its own listener (serve.go)
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
-	gw, err := gateway.New(a.cfg.withTools(srv.NewMCP), opts)
+	if setup.Admin != nil {
+		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log}
+		if a.audit != nil {
+			ao.Audit = a.audit.auditAdmin
+		}
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), ao)
+		opts.AdminAuth = setup.Admin
+	}
+	newMCP := a.cfg.withTools(srv.NewMCP)
+	gw, err := gateway.New(newMCP, opts)
 	if err != nil {
 		return usageError{err}
 	}
 	ln, err := net.Listen("tcp", f.Bind)
 	if err != nil {
 		return fmt.Errorf("--bind: cannot listen: %w", err)
+	}
+	ctl, err := a.controlServer(pool)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// Without its control socket (a data folder whose path is too long for
+	// one, say) the server still serves; store commands then answer
+	// store_locked, as before.
+	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl)); err != nil {
+		a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
+	} else {
+		defer stopControl()
 	}
 	host, all := clientHost(ln.Addr())
 	if all {

@@ -278,7 +278,9 @@ type statsCmd struct {
 	WriteMode writeModeFlag `embed:"" group:"config"`
 }
 
-func (c *statsCmd) Run(a *app) error { return a.tool(server.ToolStats, map[string]any{}) }
+func (c *statsCmd) Run(a *app) error {
+	return a.heldStore(func() error { return a.tool(server.ToolStats, map[string]any{}) }, a.statsThrough)
+}
 
 type exportCmd struct {
 	Store  storeFlags `embed:""`
@@ -291,6 +293,10 @@ type exportCmd struct {
 // Run pages through the export tool, concatenating its pages (only the
 // first has the header line) into one JSON Lines file.
 func (c *exportCmd) Run(a *app) error {
+	return a.heldStore(func() error { return c.direct(a) }, c.through(a))
+}
+
+func (c *exportCmd) direct(a *app) error {
 	return a.withServer(func(srv *server.Server) error {
 		if c.Out == "" {
 			_, err := exportAll(a, srv, a.stdout)
@@ -405,6 +411,10 @@ func (c *importCmd) Run(a *app) error {
 		}
 		r = f
 	}
+	return a.heldStore(func() error { return c.direct(a, r) }, c.through(a, r))
+}
+
+func (c *importCmd) direct(a *app, r io.Reader) error {
 	return a.withStore(func(st *storage.Store, ns memgate.Namespace) error {
 		rep, err := st.Import(a.ctx, r, c.OnConflict)
 		if err != nil {
@@ -457,6 +467,10 @@ func (c *backupCmd) Run(a *app) error {
 	if _, err := os.Stat(filepath.Dir(c.File)); err != nil {
 		return err
 	}
+	return a.heldStore(func() error { return c.direct(a) }, c.through(a))
+}
+
+func (c *backupCmd) direct(a *app) error {
 	return a.withStore(func(st *storage.Store, ns memgate.Namespace) error {
 		n, err := st.BackupFile(a.ctx, c.File)
 		if err != nil {
@@ -483,15 +497,27 @@ type candidatesListCmd struct {
 	Cursor string `name:"cursor" help:"next_cursor of the previous page."`
 }
 
-func (c *candidatesListCmd) Run(a *app) error {
-	limit := 0
-	if c.Limit != nil {
-		limit = *c.Limit
-		if limit < 1 {
-			// storage reads 0 as the default; a limit given must be one.
-			return usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
-		}
+// pageLimit is a page's --limit: 0 (the default) when left out; a limit
+// given must be one, as storage reads 0 as the default.
+func pageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return 0, nil
 	}
+	if *limit < 1 {
+		return 0, usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
+	}
+	return *limit, nil
+}
+
+func (c *candidatesListCmd) Run(a *app) error {
+	limit, err := pageLimit(c.Limit)
+	if err != nil {
+		return err
+	}
+	return a.heldStore(func() error { return c.direct(a, limit) }, c.through(a, limit))
+}
+
+func (c *candidatesListCmd) direct(a *app, limit int) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		page, err := st.Candidates(a.ctx, c.Cursor, limit)
 		if err != nil {
@@ -511,6 +537,10 @@ type candidatesApproveCmd struct {
 }
 
 func (c *candidatesApproveCmd) Run(a *app) error {
+	return a.heldStore(func() error { return c.direct(a) }, a.postThrough("/candidates/", c.ID, "/approve"))
+}
+
+func (c *candidatesApproveCmd) direct(a *app) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		m, err := st.Approve(a.ctx, c.ID)
 		if err != nil {
@@ -527,6 +557,10 @@ type candidatesRejectCmd struct {
 }
 
 func (c *candidatesRejectCmd) Run(a *app) error {
+	return a.heldStore(func() error { return c.direct(a) }, a.postThrough("/candidates/", c.ID, "/reject"))
+}
+
+func (c *candidatesRejectCmd) direct(a *app) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		if err := st.Reject(a.ctx, c.ID); err != nil {
 			return err

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"net/http"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -22,12 +22,14 @@ type trashListCmd struct {
 }
 
 func (c *trashListCmd) Run(a *app) error {
-	limit := 0
-	if c.Limit != nil {
-		if limit = *c.Limit; limit < 1 {
-			return usageError{fmt.Errorf("--limit: must be from 1 to %d", memgate.MaxListLimit)}
-		}
+	limit, err := pageLimit(c.Limit)
+	if err != nil {
+		return err
 	}
+	return a.heldStore(func() error { return c.direct(a, limit) }, c.through(a, limit))
+}
+
+func (c *trashListCmd) direct(a *app, limit int) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		page, err := st.Trash(a.ctx, c.Cursor, limit)
 		if err != nil {
@@ -45,6 +47,10 @@ type trashRestoreCmd struct {
 }
 
 func (c *trashRestoreCmd) Run(a *app) error {
+	return a.heldStore(func() error { return c.direct(a) }, a.postThrough("/trash/", c.ID, "/restore"))
+}
+
+func (c *trashRestoreCmd) direct(a *app) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		m, err := st.Restore(a.ctx, c.ID)
 		if err != nil {
@@ -59,6 +65,12 @@ type trashPurgeCmd struct {
 }
 
 func (c *trashPurgeCmd) Run(a *app) error {
+	return a.heldStore(func() error { return c.direct(a) }, func(r *remote, ns memgate.Namespace) error {
+		return r.json(a.ctx, http.MethodPost, "/control/v1/trash/"+string(ns)+"/purge", nil, a.stdout)
+	})
+}
+
+func (c *trashPurgeCmd) direct(a *app) error {
 	return a.withStore(func(st *storage.Store, _ memgate.Namespace) error {
 		n, err := st.EmptyTrash(a.ctx)
 		if err != nil {

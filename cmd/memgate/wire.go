@@ -121,6 +121,7 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 		WriteScope: writeScope,
 		Version:    moduleVersion(),
 		Telemetry:  a.telemetry(),
+		Middleware: a.toolMiddleware(r),
 	})
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses

@@ -121,7 +121,7 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			w.Header().Set("Connection", "close")
 		}
 		rc := http.NewResponseController(w)
-		if isStream(r) {
+		if isStream(r) || isTransfer(r) {
 			if n := g.streams.Add(1); n > int64(g.opts.MaxStreams) {
 				g.streams.Add(-1)
 				return g.refuse(c, http.StatusServiceUnavailable, "too many streams")

@@ -117,6 +117,22 @@ type Options struct {
 	// protected-resource metadata), by path: literal paths under
 	// /.well-known/.
 	Routes map[string]http.Handler
+	// RateLimit is the requests per second each principal may send (its
+	// subject; its client address when nobody is authenticated), with
+	// bursts of RateBurst (default: RateLimit, rounded up); past it 429
+	// with Retry-After, before the body is read. 0 turns it off.
+	RateLimit float64
+	RateBurst int
+	// MaxRateKeys bounds the principals with a bucket (DefaultMaxRateKeys).
+	MaxRateKeys int
+	// Admin, when set with AdminAuth, serves the admin API under
+	// /admin/v1/, behind the header bounds, the Host and Origin guard, the
+	// admission caps and AdminAuth (which must demand the admin scope). It
+	// bounds bodies itself (an import streams up to its own bound).
+	Admin http.Handler
+	// AdminAuth authenticates admin requests; without it there is no admin
+	// API (404): never an unauthenticated one.
+	AdminAuth Authenticator
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
 	Ready func(context.Context) error
@@ -155,6 +171,8 @@ type Gateway struct {
 	stopStreams context.Context
 	endStreams  context.CancelFunc
 
+	rates *rateLimiter // nil: no rate limit
+
 	allowHosts   map[string]bool
 	allowOrigins map[string]bool
 	routes       map[string]bool // the paths registered, for metric labels
@@ -187,6 +205,9 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	}
 	for _, o := range opts.AllowOrigins {
 		g.allowOrigins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	if opts.RateLimit > 0 {
+		g.rates = newRateLimiter(opts.RateLimit, opts.RateBurst, opts.MaxRateKeys)
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
 	if err := g.newMetrics(); err != nil {
@@ -231,14 +252,18 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 		g.routes[r.Path] = true
 	}
 	g.routes[opts.Path] = true
-	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.readBody, g.checkMessages, g.capSessions)
+	if opts.Admin != nil && opts.AdminAuth != nil {
+		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
+		g.routes[adminPrefix+"*"] = true
+	}
+	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.limitRate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
 }
 
 // Paths the gateway serves itself, which the MCP path may not take.
-var reservedPaths = []string{"/health", "/ready", "/metrics"}
+var reservedPaths = []string{"/health", "/ready", "/metrics", "/admin"}
 
 // wellKnown is the prefix of RFC 8615 well-known paths (the RFC 9728
 // metadata among them).
@@ -252,8 +277,8 @@ func CheckPath(path string) error {
 	switch {
 	case !literalPath(path):
 		return errors.New("must be a literal path such as /mcp: segments of letters, digits and - . _ ~, no *, : or empty segment")
-	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown):
-		return errors.New("must not be /health, /ready, /metrics or under /.well-known/, which the gateway serves itself")
+	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown) || strings.HasPrefix(path, "/admin/"):
+		return errors.New("must not be /health, /ready, /metrics or under /.well-known/ or /admin/, which the gateway serves itself")
 	}
 	return nil
 }

@@ -73,19 +73,32 @@ func Refused(e *jsonrpc.Error) bool {
 // memgate refuses before the SDK sees it (nil to pass it on), and whether
 // the message is a call, which the SDK will answer.
 func Check(msg []byte) (*jsonrpc.Response, bool) {
+	_, refusal, call := check(msg, false)
+	return refusal, call
+}
+
+// Read is Check for a transport that hands the SDK decoded messages: a
+// message it lets through comes back decoded as the SDK's
+// jsonrpc.DecodeMessage would decode it, from the same one parse, its
+// params a slice of msg (which the caller must not change afterwards).
+func Read(msg []byte) (jsonrpc.Message, *jsonrpc.Response, bool) {
+	return check(msg, true)
+}
+
+func check(msg []byte, decode bool) (jsonrpc.Message, *jsonrpc.Response, bool) {
 	members, err := memgate.StrictObject(msg, nil)
 	if errors.Is(err, memgate.ErrJSONSyntax) {
-		return &jsonrpc.Response{Error: errNotJSON}, false
+		return nil, &jsonrpc.Response{Error: errNotJSON}, false
 	}
 	if err != nil {
-		return &jsonrpc.Response{Error: errInvalidMessage}, false
+		return nil, &jsonrpc.Response{Error: errInvalidMessage}, false
 	}
 	id, idErr := messageID(members["id"])
-	refuse := func(e *jsonrpc.Error) (*jsonrpc.Response, bool) {
-		return &jsonrpc.Response{ID: id, Error: e}, false
+	refuse := func(e *jsonrpc.Error) (jsonrpc.Message, *jsonrpc.Response, bool) {
+		return nil, &jsonrpc.Response{ID: id, Error: e}, false
 	}
 	if idErr != nil {
-		return &jsonrpc.Response{Error: errInvalidID}, false
+		return nil, &jsonrpc.Response{Error: errInvalidID}, false
 	}
 	for key := range members {
 		for _, m := range Members {
@@ -94,14 +107,20 @@ func Check(msg []byte) (*jsonrpc.Response, bool) {
 			}
 		}
 	}
-	var version string
-	if json.Unmarshal(members["jsonrpc"], &version) != nil || version != "2.0" {
-		return refuse(errInvalidMessage)
+	if v := members["jsonrpc"]; string(v) != `"2.0"` {
+		var version string
+		if json.Unmarshal(v, &version) != nil || version != "2.0" {
+			return refuse(errInvalidMessage)
+		}
 	}
 	raw, hasMethod := members["method"]
 	var method string
-	if hasMethod && json.Unmarshal(raw, &method) != nil {
-		return refuse(errInvalidMessage)
+	if hasMethod {
+		if plain(raw) {
+			method = string(raw[1 : len(raw)-1])
+		} else if json.Unmarshal(raw, &method) != nil {
+			return refuse(errInvalidMessage)
+		}
 	}
 	switch {
 	case !hasMethod && !id.IsValid():
@@ -118,7 +137,47 @@ func Check(msg []byte) (*jsonrpc.Response, bool) {
 	case hasMethod && id.IsValid() && needsParams[method] != nil && !paramsFit(members["params"], needsParams[method]()):
 		return refuse(errBadParams)
 	}
-	return nil, hasMethod && id.IsValid()
+	call := hasMethod && id.IsValid()
+	if !decode {
+		return nil, nil, call
+	}
+	if !hasMethod || !plain(raw) || (len(members["id"]) > 0 && members["id"][0] == '"' && !plain(members["id"])) {
+		// A response, or a string the SDK's decoder might read otherwise
+		// than encoding/json (escapes, bytes past ASCII): its own decoding.
+		m, err := jsonrpc.DecodeMessage(msg)
+		if err != nil {
+			return refuse(errInvalidMessage)
+		}
+		return m, nil, call
+	}
+	return &jsonrpc.Request{ID: id, Method: method, Params: params(members["params"])}, nil, call
+}
+
+// params is a request's params as the SDK's decoder gives them: absent is
+// nil, anything else the value's bytes.
+func params(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+// plain reports whether raw is a JSON string of printable ASCII without
+// escapes, which every decoder reads as its bytes between the quotes.
+func plain(raw []byte) bool {
+	return len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && PlainString(string(raw[1:len(raw)-1]))
+}
+
+// PlainString reports whether s is printable ASCII without a quote, a
+// backslash or one of < > &: a JSON string of s is s between quotes, for
+// every decoder and for encoding/json with or without HTML escaping.
+func PlainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // messageID reads an id: absent or null (no id), a string, or an integer
@@ -216,6 +275,23 @@ func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 		if refusal, _ := Check(m); refusal != nil {
 			return nil, errBatchMessage
 		}
+	}
+	return msgs, nil
+}
+
+// ReadBatch is SplitBatch with each message decoded, as Read decodes it.
+func ReadBatch(body []byte) ([]jsonrpc.Message, *jsonrpc.Error) {
+	raws, err := SplitBatch(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]jsonrpc.Message, 0, len(raws))
+	for _, raw := range raws {
+		m, refusal, _ := Read(raw)
+		if refusal != nil {
+			return nil, errBatchMessage
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server/admin"
+	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
+)
+
+// The admin API's operations on the pool of a running server. They answer
+// with the shapes the store commands print (store.go, trash.go), so that a
+// command that goes through the control socket prints what it prints when
+// it works on the store directly.
+
+var errNoStore = &memgate.Error{Code: memgate.CodeNotFound, Message: "this namespace has no store"}
+
+// leaseStore leases ns's store when it has one on disk; ok is false (and
+// nothing is created) when it has none.
+func leaseStore(ctx context.Context, pool *tenants.Pool, ns memgate.Namespace) (*storage.Store, func(), bool, error) {
+	s, release, err := pool.LeaseRead(ctx, ns)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	st, ok := s.(*storage.Store)
+	if !ok {
+		release()
+		return nil, nil, false, nil
+	}
+	return st, release, true, nil
+}
+
+// storeStats is the stats of GET namespaces/{ns}: zeros for a namespace
+// without a store.
+type storeStats struct {
+	Namespace memgate.Namespace `json:"namespace"`
+	memgate.StoreStats
+}
+
+func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
+	stats := func(ctx context.Context, ns memgate.Namespace) (storeStats, error) {
+		st, release, ok, err := leaseStore(ctx, pool, ns)
+		if err != nil || !ok {
+			return storeStats{Namespace: ns}, err
+		}
+		defer release()
+		s, err := st.Stats(ctx)
+		return storeStats{ns, s}, err
+	}
+	// withStore runs fn on ns's store; a namespace without one is
+	// not_found, and none is created.
+	withStore := func(ctx context.Context, ns memgate.Namespace, fn func(*storage.Store) (any, error)) (any, error) {
+		st, release, ok, err := leaseStore(ctx, pool, ns)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errNoStore
+		}
+		defer release()
+		return fn(st)
+	}
+	return admin.Ops{
+		Namespaces: func(ctx context.Context, cursor string, limit int) (admin.NamespacePage, error) {
+			ents, next, err := pool.Namespaces(cursor, limit)
+			if err != nil {
+				return admin.NamespacePage{}, err
+			}
+			page := admin.NamespacePage{NextCursor: next, Namespaces: make([]admin.NamespaceInfo, 0, len(ents))}
+			for _, e := range ents {
+				s, err := stats(ctx, e.Namespace)
+				if err != nil {
+					return admin.NamespacePage{}, err
+				}
+				page.Namespaces = append(page.Namespaces, admin.NamespaceInfo{Namespace: string(e.Namespace),
+					Count: s.Count, Bytes: s.Bytes, StoreBytes: s.StoreBytes, Open: e.Open})
+			}
+			return page, nil
+		},
+		Stats: func(ctx context.Context, ns memgate.Namespace) (any, error) { return stats(ctx, ns) },
+		Export: func(ctx context.Context, ns memgate.Namespace, w io.Writer) error {
+			s, release, err := pool.LeaseRead(ctx, ns)
+			if err != nil {
+				return err
+			}
+			defer release()
+			cursor := ""
+			for {
+				_, next, err := s.Export(ctx, w, cursor, memgate.MaxListLimit)
+				if err != nil || next == "" {
+					return err
+				}
+				cursor = next
+			}
+		},
+		Import: func(ctx context.Context, ns memgate.Namespace, r io.Reader, onConflict string) (any, error) {
+			st, release, err := pool.Lease(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			rep, err := st.Import(ctx, r, onConflict)
+			return struct {
+				Namespace memgate.Namespace `json:"namespace"`
+				storage.ImportReport
+			}{ns, rep}, err
+		},
+		Backup: func(ctx context.Context, ns memgate.Namespace, w io.Writer) (int64, error) {
+			st, release, ok, err := leaseStore(ctx, pool, ns)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, errNoStore
+			}
+			// The copy goes to a file beside the stores first: the store's
+			// read transaction (which keeps writers from growing the file's
+			// mapping) lasts as long as a local copy, not as long as a slow
+			// client, and the lease ends before the transfer.
+			dir, err := os.MkdirTemp(tenants.StoresDir(dataDir), ".backup-*")
+			if err != nil {
+				release()
+				return 0, storage.StoreError("cmd.backup", err)
+			}
+			defer os.RemoveAll(dir)
+			_, err = st.BackupFile(ctx, filepath.Join(dir, storage.FileName))
+			release()
+			if err != nil {
+				return 0, err
+			}
+			f, err := os.Open(filepath.Join(dir, storage.FileName))
+			if err != nil {
+				return 0, memgate.Internal("cmd.backup", err)
+			}
+			defer f.Close()
+			return io.Copy(w, f)
+		},
+		Candidates: func(ctx context.Context, ns memgate.Namespace, cursor string, limit int) (any, error) {
+			st, release, ok, err := leaseStore(ctx, pool, ns)
+			if err != nil {
+				return nil, err
+			}
+			page := memgate.Page{}
+			if ok {
+				defer release()
+				if page, err = st.Candidates(ctx, cursor, limit); err != nil {
+					return nil, err
+				}
+			}
+			if page.Memories == nil {
+				page.Memories = []memgate.Memory{}
+			}
+			return page, nil
+		},
+		Approve: func(ctx context.Context, ns memgate.Namespace, id string) (any, error) {
+			return withStore(ctx, ns, func(st *storage.Store) (any, error) {
+				m, err := st.Approve(ctx, id)
+				return map[string]any{"memory": m}, err
+			})
+		},
+		Reject: func(ctx context.Context, ns memgate.Namespace, id string) (any, error) {
+			return withStore(ctx, ns, func(st *storage.Store) (any, error) {
+				return map[string]any{"id": id, "rejected": true}, st.Reject(ctx, id)
+			})
+		},
+		Trash: func(ctx context.Context, ns memgate.Namespace, cursor string, limit int) (any, error) {
+			st, release, ok, err := leaseStore(ctx, pool, ns)
+			if err != nil {
+				return nil, err
+			}
+			page := storage.TrashPage{}
+			if ok {
+				defer release()
+				if page, err = st.Trash(ctx, cursor, limit); err != nil {
+					return nil, err
+				}
+			}
+			if page.Memories == nil {
+				page.Memories = []storage.Trashed{}
+			}
+			return page, nil
+		},
+		Restore: func(ctx context.Context, ns memgate.Namespace, id string) (any, error) {
+			return withStore(ctx, ns, func(st *storage.Store) (any, error) {
+				m, err := st.Restore(ctx, id)
+				return map[string]any{"memory": m, "restored": true}, err
+			})
+		},
+		Erase: pool.Erase,
+	}
+}

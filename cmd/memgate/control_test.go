@@ -1,0 +1,127 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The store commands work on a store a running HTTP server holds, through
+// its control socket, and print what they print on the store directly.
+func TestStoreCommandsThroughTheServer(t *testing.T) {
+	dir := t.TempDir()
+	s := serveHTTP(t, env{}, "--data-dir", dir, "--trash-retention", "1h")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cmd-test", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	toolCall(t, cs, "remember", map[string]any{"id": "kept", "text": "a memory <kept> & served"})
+	toolCall(t, cs, "remember", map[string]any{"id": "gone", "text": "a memory to forget"})
+	toolCall(t, cs, "forget", map[string]any{"id": "gone"})
+
+	fi, err := os.Stat(filepath.Join(dir, controlSocket))
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("control socket %v %v", fi, err)
+	}
+	// A direct open would fail: the server holds the store.
+	mg(t, env{}, "", "remember", "--data-dir", dir, "x").fails(t, 1, "store_locked")
+
+	backup := filepath.Join(t.TempDir(), "b.db")
+	held := map[string]result{
+		"stats":      mg(t, env{}, "", "stats", "--data-dir", dir),
+		"export":     mg(t, env{}, "", "export", "--data-dir", dir),
+		"candidates": mg(t, env{}, "", "candidates", "list", "--data-dir", dir),
+		"trash":      mg(t, env{}, "", "trash", "list", "--data-dir", dir),
+		"backup":     mg(t, env{}, "", "backup", "--data-dir", dir, backup),
+	}
+	for name, r := range held {
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: exit %d, stderr %q", name, r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "store_locked") {
+			t.Fatalf("%s: %s", name, r.stdout)
+		}
+	}
+	if !strings.Contains(held["export"].stdout, "a memory <kept> & served") {
+		t.Fatalf("export through the server: %s", held["export"].stdout)
+	}
+	imp := mg(t, env{}, held["export"].stdout, "import", "--data-dir", dir, "--on-conflict", "overwrite", "-").ok(t)
+	if imp["superseded"] != 1.0 && imp["imported"] != 1.0 {
+		t.Fatalf("import through the server: %v", imp)
+	}
+	restored := mg(t, env{}, "", "trash", "restore", "--data-dir", dir, "gone").ok(t)
+	if restored["restored"] != true {
+		t.Fatalf("restore through the server: %v", restored)
+	}
+	mg(t, env{}, "", "candidates", "approve", "--data-dir", dir, "nothing").fails(t, 1, "not_found")
+
+	held["export"] = mg(t, env{}, "", "export", "--data-dir", dir)
+	held["trash"] = mg(t, env{}, "", "trash", "list", "--data-dir", dir)
+	held["stats"] = mg(t, env{}, "", "stats", "--data-dir", dir)
+	// The same commands once the server has stopped print the same.
+	s.stop()
+	<-s.done
+	s.done <- nil
+	direct := map[string]result{
+		"export":     mg(t, env{}, "", "export", "--data-dir", dir),
+		"candidates": mg(t, env{}, "", "candidates", "list", "--data-dir", dir),
+		"trash":      mg(t, env{}, "", "trash", "list", "--data-dir", dir),
+	}
+	for name, r := range direct {
+		if r.stdout != held[name].stdout {
+			t.Errorf("%s: through the server %q, directly %q", name, held[name].stdout, r.stdout)
+		}
+	}
+	st := mg(t, env{}, "", "stats", "--data-dir", dir).ok(t)
+	hs := decode(t, held["stats"].stdout)
+	for _, k := range []string{"namespace", "count", "bytes", "recall", "write_mode"} {
+		if st[k] != hs[k] {
+			t.Errorf("stats %s: through the server %v, directly %v", k, hs[k], st[k])
+		}
+	}
+	if bk := decode(t, held["backup"].stdout); bk["namespace"] != "default" || bk["bytes"].(float64) < 4096 {
+		t.Fatalf("backup through the server: %v", bk)
+	}
+}
+
+// The control socket takes peers of its own user only. Tests cannot make
+// another user, so the check is run on a real connection against the uid
+// of this process and against another.
+func TestControlSocketRefusesAnotherUser(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *net.UnixConn, 1)
+	go func() {
+		c, err := ln.(*net.UnixListener).AcceptUnix()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("no connection")
+	}
+	defer peer.Close()
+	if err := checkPeer(peer, os.Getuid()); err != nil {
+		t.Fatalf("this user refused: %v", err)
+	}
+	if err := checkPeer(peer, os.Getuid()+1); err == nil {
+		t.Fatal("a peer of another uid was accepted")
+	}
+}
