@@ -3,7 +3,11 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -99,4 +103,145 @@ func openAt(t *testing.T, path string) *Store {
 		checkFile(t, path)
 	})
 	return s
+}
+
+// writeFoldingCorpus writes the same memories, replacements and deletions
+// to s: accented texts, tags and metadata, some merged to disk and some in
+// the tail.
+func writeFoldingCorpus(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	words := []string{"Café", "résumé", "naïve", "crème", "brûlée", "façade", "piñata", "über", "smörgåsbord", "coöperate"}
+	for i := range 60 {
+		w := memgate.Write{
+			ID:       fmt.Sprintf("m%02d", i),
+			Text:     fmt.Sprintf("%s and %s, note %d of the fold", words[i%len(words)], words[(i*7+3)%len(words)], i),
+			Tags:     []string{fmt.Sprintf("t%d", i%3)},
+			Metadata: map[string]any{"n": i % 4},
+		}
+		if _, _, err := s.Put(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 60 {
+		switch {
+		case i%7 == 0:
+			if err := s.Delete(ctx, fmt.Sprintf("m%02d", i), nil); err != nil {
+				t.Fatal(err)
+			}
+		case i%5 == 0:
+			w := memgate.Write{ID: fmt.Sprintf("m%02d", i), Text: fmt.Sprintf("replaced: Über naïveté %d", i)}
+			if _, _, err := s.Put(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// foldAnswers is what a set of searches returns from s: ids and scores.
+func foldAnswers(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	for _, q := range []memgate.Query{
+		{Text: "cafe"}, {Text: "resume naive"}, {Text: "creme brulee fold"}, {Text: "uber naivete"},
+		{Text: "note", Limit: 100}, {Text: "fold", Tags: []string{"t1"}, Limit: 100},
+		{Text: "coöperate", Filter: map[string]any{"n": 2}}, {Tags: []string{"t2"}, Limit: 100},
+	} {
+		res, err := s.Search(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := q.Text + ":"
+		for _, h := range res.Hits {
+			line += fmt.Sprintf(" %s=%.9f/%.9f", h.ID, h.Score, h.LexicalScore)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// A rebuild cut short, at every batch in turn, is resumed by the next Open
+// and answers as a store that never needed one; meanwhile the store is at
+// the new schema, which memgate before it refuses.
+func TestOpenResumesARebuildCutShort(t *testing.T) {
+	defer func(n int) { reindexBatch = n }(reindexBatch)
+	reindexBatch = 8
+
+	fresh := openAt(t, filepath.Join(t.TempDir(), FileName))
+	writeFoldingCorpus(t, fresh)
+	want := foldAnswers(t, fresh)
+	if len(want[0]) <= len("cafe:") {
+		t.Fatalf("the fresh store finds nothing for cafe: %q", want[0])
+	}
+
+	for cut := range 8 {
+		t.Run(fmt.Sprintf("before batch %d", cut), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			s, err := Open(path, Options{NoSync: true, MergeEvery: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFoldingCorpus(t, s)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			downgrade(t, path)
+
+			reindexFault = func(n int) error {
+				if n == cut {
+					return errors.New("cut short")
+				}
+				return nil
+			}
+			_, err = Open(path, Options{NoSync: true})
+			reindexFault = nil
+			if err == nil {
+				t.Fatal("Open succeeded through a failing rebuild")
+			}
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.View(func(tx *bolt.Tx) error {
+				meta := tx.Bucket(bucketMeta)
+				if binary.BigEndian.Uint64(meta.Get(metaSchema)) != schemaFolded || meta.Get(metaFolding) == nil {
+					t.Errorf("a rebuild cut short: schema %d, folding %v", binary.BigEndian.Uint64(meta.Get(metaSchema)), meta.Get(metaFolding))
+				}
+				return nil
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			s = openAt(t, path)
+			if got := foldAnswers(t, s); !slices.Equal(got, want) {
+				t.Errorf("after the rebuild resumed:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if old, err := s.needsReindex(); err != nil || old {
+				t.Errorf("needsReindex after the rebuild: %v %v", old, err)
+			}
+		})
+	}
+}
+
+// downgrade makes the store at path what memgate before folding wrote:
+// schema 3, with a posting of a term no record gives.
+func downgrade(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaRecords)); err != nil {
+			return err
+		}
+		chunk := encodeChunk([]posting{{doc: 1, tf: 1, docLen: 3}})
+		return tx.Bucket(bucketPostings).Put(chunkKey(plainSealer{}.key(kindWord, "stale"), 1), chunk)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

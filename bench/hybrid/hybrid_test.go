@@ -93,6 +93,9 @@ func TestHybridFigures(t *testing.T) {
 	}
 	mems := corpus.Memories(glosses, n, 1)
 	dir := t.TempDir()
+	if d := os.Getenv("MEMGATE_HYBRID_DIR"); d != "" {
+		dir = d // stores kept between runs, to try a change to search alone
+	}
 	cache := filepath.Join(dir, "cache")
 	if c := os.Getenv("MEMGATE_VECTORS_CACHE"); c != "" {
 		cache = c // a cache kept between runs
@@ -116,6 +119,9 @@ func TestHybridFigures(t *testing.T) {
 	lexical, hybrid := open("lexical", nil), open("hybrid", e)
 	ctx := context.Background()
 	for _, s := range []*storage.Store{lexical, hybrid} {
+		if st, err := s.Stats(ctx); err != nil || st.Count == int64(n) {
+			continue // kept from an earlier run (MEMGATE_HYBRID_DIR)
+		}
 		for i, w := range mems {
 			w.ID = fmt.Sprintf("m%06d", i)
 			if _, _, err := s.Put(ctx, w); err != nil {

@@ -1,0 +1,135 @@
+package search
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randomSigns returns n vectors of dim numbers and their signs.
+func randomSigns(n, dim int, seed uint64) ([]int8, []uint64) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	q := make([]int8, n*dim)
+	for i := range q {
+		q[i] = int8(r.IntN(255) - 127)
+	}
+	var signs []uint64
+	for i := range n {
+		signs = AppendSigns(signs, q[i*dim:(i+1)*dim])
+	}
+	return q, signs
+}
+
+func hamming(a, b []uint64) int {
+	d := 0
+	for i := range a {
+		for x := a[i] ^ b[i]; x != 0; x &= x - 1 {
+			d++
+		}
+	}
+	return d
+}
+
+// The shortlist holds every slot up to the distance at which the count
+// reaches the want, and no other, whether scanned at once or in parts.
+func TestShortlistKeepsTheNearestBySign(t *testing.T) {
+	for _, dim := range []int{100, 300} {
+		const n = 5000
+		_, signs := randomSigns(n, dim, uint64(dim))
+		words := SignWords(dim)
+		query := signs[17*words : 18*words]
+		var want []int32
+		var dists []int
+		for i := range n {
+			dists = append(dists, hamming(signs[i*words:(i+1)*words], query))
+		}
+		sorted := slices.Clone(dists)
+		slices.Sort(sorted)
+		cut := sorted[99]
+		for i, d := range dists {
+			if d <= cut {
+				want = append(want, int32(i))
+			}
+		}
+
+		var one Shortlist
+		one.Reset(100)
+		one.Scan(signs, words, query, 0, n)
+		one.Finish()
+		got := slices.Sorted(slices.Values(one.Slots()))
+		if !slices.Equal(got, want) {
+			t.Errorf("dim %d, one scan: %d slots, want %d", dim, len(got), len(want))
+		}
+
+		var parts [3]Shortlist
+		bounds := []int{0, 1234, 3000, n}
+		for p := range parts {
+			parts[p].Reset(100)
+			parts[p].Scan(signs, words, query, bounds[p], bounds[p+1])
+		}
+		parts[0].Merge(&parts[1], &parts[2])
+		got = slices.Sorted(slices.Values(parts[0].Slots()))
+		if !slices.Equal(got, want) {
+			t.Errorf("dim %d, three parts: %d slots, want %d", dim, len(got), len(want))
+		}
+		if !slices.Contains(got, 17) {
+			t.Errorf("dim %d: the query's own vector is not on the shortlist", dim)
+		}
+	}
+}
+
+func TestShortlistOfFewerVectorsThanWantedKeepsThemAll(t *testing.T) {
+	_, signs := randomSigns(10, 100, 3)
+	var s Shortlist
+	s.Reset(100)
+	s.Scan(signs, 2, signs[:2], 0, 10)
+	s.Finish()
+	if len(s.Slots()) != 10 {
+		t.Errorf("%d slots of 10", len(s.Slots()))
+	}
+}
+
+func TestSignsOfAgreesWithAppendSigns(t *testing.T) {
+	q, _ := randomSigns(1, 100, 5)
+	f := make([]float32, len(q))
+	for i, x := range q {
+		f[i] = float32(x) / 127
+	}
+	dst := make([]uint64, 2)
+	SignsOf(dst, f)
+	if want := AppendSigns(nil, q); !slices.Equal(dst, want) {
+		t.Errorf("SignsOf %x, AppendSigns %x", dst, want)
+	}
+}
+
+// BenchmarkShortlist is the scan of a search at 100k memories of 100
+// numbers: a shortlist of 1,024 by sign. It allocates nothing once warm.
+func BenchmarkShortlist(b *testing.B) {
+	const n = 100000
+	_, signs := randomSigns(n, 100, 9)
+	var s Shortlist
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Reset(1024)
+		s.Scan(signs, 2, signs[:2], 0, n)
+		s.Finish()
+	}
+}
+
+// BenchmarkRescore is the exact scoring of a shortlist of 1,024.
+func BenchmarkRescore(b *testing.B) {
+	const n = 1024
+	q, _ := randomSigns(n, 100, 11)
+	query := make([]float32, 100)
+	for i := range query {
+		query[i] = float32(q[i]) / 127
+	}
+	b.ReportAllocs()
+	var sink float32
+	for b.Loop() {
+		for i := range n {
+			sink += Dot8(query, q[i*100:(i+1)*100])
+		}
+	}
+	_ = sink
+}
