@@ -43,15 +43,16 @@ func SignsOf(dst []uint64, vec []float32) {
 // count as maxDistance (they are never among the nearest).
 const maxDistance = 255
 
-// A Shortlist collects the slots of the vectors nearest a query by sign, of
-// which it keeps at least Want (fewer only when there are fewer): every slot
-// at or below the distance at which the count reaches Want, ties included,
-// so that what it keeps does not depend on the order of the scan. Scan in
-// parts with several Shortlists and Merge them. A Shortlist is reused with
-// Reset and is not safe for concurrent use.
+// A Shortlist collects the slots of the vectors nearest a query by sign:
+// want of them (fewer only when there are fewer), the nearest, and of those
+// at the farthest distance taken, the ones of the largest documents, so that
+// what it keeps does not depend on the order of the scan. Scan in parts with
+// several Shortlists and Merge them. A Shortlist is reused with Reset and is
+// not safe for concurrent use.
 type Shortlist struct {
 	want  int
 	limit int // the farthest distance still taken
+	next  int // the length at which the buffer shrinks
 	slots []int32
 	dist  []uint8
 }
@@ -60,6 +61,7 @@ type Shortlist struct {
 func (s *Shortlist) Reset(want int) {
 	s.want = max(want, 1)
 	s.limit = maxDistance
+	s.next = 2 * s.want
 	s.slots, s.dist = s.slots[:0], s.dist[:0]
 }
 
@@ -94,14 +96,16 @@ func (s *Shortlist) scan2(signs []uint64, q0, q1 uint64, lo, hi int) {
 	}
 }
 
-// take keeps slot i at distance d; when the buffer holds twice the slots
-// wanted, it drops those beyond the distance at which the count reaches
-// want.
+// take keeps slot i at distance d; when the buffer is full, it drops those
+// beyond the distance at which the count reaches want. Many slots can share
+// that distance: the buffer then takes want more before it shrinks again,
+// so that a slot costs O(1) however the distances fall.
 func (s *Shortlist) take(i, d int) {
 	s.slots = append(s.slots, int32(i))
 	s.dist = append(s.dist, uint8(min(d, maxDistance)))
-	if len(s.slots) >= 2*s.want {
+	if len(s.slots) >= s.next {
 		s.shrink(s.cut(s.counts()))
+		s.next = max(2*s.want, len(s.slots)+s.want)
 	}
 }
 
@@ -139,23 +143,74 @@ func (s *Shortlist) shrink(limit int) {
 	s.slots, s.dist = s.slots[:k], s.dist[:k]
 }
 
-// Merge moves into s what the others collected (after s's own) and keeps
-// the slots up to the distance at which their count reaches want. Each
-// part holds every slot up to its own limit, so the count is exact up to
-// the least of them, where it has reached want if any part has.
-func (s *Shortlist) Merge(others ...*Shortlist) {
+// Merge moves into s what the others collected (after s's own) and
+// finishes (see Finish). Each part holds every slot up to its own limit, so
+// the count is exact up to the least of them, where it has reached want if
+// any part has.
+func (s *Shortlist) Merge(docs []uint64, others ...*Shortlist) {
 	for _, o := range others {
 		s.slots = append(s.slots, o.slots...)
 		s.dist = append(s.dist, o.dist...)
 		s.limit = min(s.limit, o.limit)
 	}
-	s.Finish()
+	s.Finish(docs)
 }
 
-// Finish keeps only the slots up to the distance at which their count
-// reaches want: the same slots whatever the order of the scan.
-func (s *Shortlist) Finish() {
-	s.shrink(min(s.limit, s.cut(s.counts())))
+// Finish keeps the want nearest slots: all those nearer than the distance
+// at which the count reaches want, and of those at it, the ones whose
+// documents (docs[slot]) are the largest. The same slots whatever the
+// order of the scan.
+func (s *Shortlist) Finish(docs []uint64) {
+	cut := min(s.limit, s.cut(s.counts()))
+	s.shrink(cut)
+	if len(s.slots) <= s.want {
+		return
+	}
+	k := 0 // the nearer slots first, then those at the cut
+	for j, d := range s.dist {
+		if int(d) < cut {
+			s.slots[k], s.slots[j] = s.slots[j], s.slots[k]
+			s.dist[k], s.dist[j] = s.dist[j], s.dist[k]
+			k++
+		}
+	}
+	largest(s.slots[k:], s.want-k, docs)
+	s.slots, s.dist = s.slots[:s.want], s.dist[:s.want]
+}
+
+// largest moves to the front of a the m slots of the largest documents
+// (quickselect: O(len(a))). Documents are distinct, so which m it picks does
+// not depend on a's order.
+func largest(a []int32, m int, docs []uint64) {
+	if m <= 0 || m >= len(a) {
+		return
+	}
+	k := m - 1 // the index the m-th largest must reach
+	lo, hi := 0, len(a)-1
+	for lo < hi {
+		p := docs[a[lo+(hi-lo)/2]]
+		i, j := lo, hi
+		for i <= j {
+			for docs[a[i]] > p {
+				i++
+			}
+			for docs[a[j]] < p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i, j = i+1, j-1
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // Slots is what s kept, after Finish or Merge (shared: valid until Reset).

@@ -30,32 +30,38 @@ func hamming(a, b []uint64) int {
 	return d
 }
 
-// The shortlist holds every slot up to the distance at which the count
-// reaches the want, and no other, whether scanned at once or in parts.
+// The shortlist holds the wanted number of slots, the nearest by sign, and
+// of equal distances the largest documents, whether scanned at once or in
+// parts.
 func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 	for _, dim := range []int{100, 300} {
 		const n = 5000
 		_, signs := randomSigns(n, dim, uint64(dim))
 		words := SignWords(dim)
 		query := signs[17*words : 18*words]
-		var want []int32
-		var dists []int
+		docs := make([]uint64, n)
+		order := make([]int32, n)
 		for i := range n {
-			dists = append(dists, hamming(signs[i*words:(i+1)*words], query))
+			docs[i] = uint64(i*7919%n + 1)
+			order[i] = int32(i)
 		}
-		sorted := slices.Clone(dists)
-		slices.Sort(sorted)
-		cut := sorted[99]
-		for i, d := range dists {
-			if d <= cut {
-				want = append(want, int32(i))
+		slices.SortFunc(order, func(a, b int32) int {
+			da := hamming(signs[int(a)*words:int(a+1)*words], query)
+			db := hamming(signs[int(b)*words:int(b+1)*words], query)
+			if da != db {
+				return da - db
 			}
-		}
+			if docs[a] > docs[b] {
+				return -1
+			}
+			return 1
+		})
+		want := slices.Sorted(slices.Values(order[:100]))
 
 		var one Shortlist
 		one.Reset(100)
 		one.Scan(signs, words, query, 0, n)
-		one.Finish()
+		one.Finish(docs)
 		got := slices.Sorted(slices.Values(one.Slots()))
 		if !slices.Equal(got, want) {
 			t.Errorf("dim %d, one scan: %d slots, want %d", dim, len(got), len(want))
@@ -67,7 +73,7 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 			parts[p].Reset(100)
 			parts[p].Scan(signs, words, query, bounds[p], bounds[p+1])
 		}
-		parts[0].Merge(&parts[1], &parts[2])
+		parts[0].Merge(docs, &parts[1], &parts[2])
 		got = slices.Sorted(slices.Values(parts[0].Slots()))
 		if !slices.Equal(got, want) {
 			t.Errorf("dim %d, three parts: %d slots, want %d", dim, len(got), len(want))
@@ -83,7 +89,7 @@ func TestShortlistOfFewerVectorsThanWantedKeepsThemAll(t *testing.T) {
 	var s Shortlist
 	s.Reset(100)
 	s.Scan(signs, 2, signs[:2], 0, 10)
-	s.Finish()
+	s.Finish(nil)
 	if len(s.Slots()) != 10 {
 		t.Errorf("%d slots of 10", len(s.Slots()))
 	}
@@ -107,12 +113,16 @@ func TestSignsOfAgreesWithAppendSigns(t *testing.T) {
 func BenchmarkShortlist(b *testing.B) {
 	const n = 100000
 	_, signs := randomSigns(n, 100, 9)
+	docs := make([]uint64, n)
+	for i := range docs {
+		docs[i] = uint64(i + 1)
+	}
 	var s Shortlist
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Reset(1024)
 		s.Scan(signs, 2, signs[:2], 0, n)
-		s.Finish()
+		s.Finish(docs)
 	}
 }
 

@@ -460,9 +460,9 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		for p := 1; p < parts; p++ {
 			others[p-1] = &st.lists[p]
 		}
-		list.Merge(others[:parts-1]...)
+		list.Merge(ix.docs, others[:parts-1]...)
 	} else {
-		list.Finish()
+		list.Finish(ix.docs)
 	}
 	st.top.Reset(k)
 	for _, i := range list.Slots() {
