@@ -20,14 +20,15 @@ func randomSigns(n, dim int, seed uint64) ([]int8, []uint64) {
 	return q, signs
 }
 
-func hamming(a, b []uint64) int {
-	d := 0
-	for i := range a {
-		for x := a[i] ^ b[i]; x != 0; x &= x - 1 {
-			d++
-		}
+// queryOf is the SignQuery of the quantised vector q.
+func queryOf(q []int8) *SignQuery {
+	f := make([]float32, len(q))
+	for i, x := range q {
+		f[i] = float32(x) / 127
 	}
-	return d
+	var sq SignQuery
+	sq.Set(f)
+	return &sq
 }
 
 // The shortlist holds the wanted number of slots, the nearest by sign, and
@@ -36,9 +37,9 @@ func hamming(a, b []uint64) int {
 func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 	for _, dim := range []int{100, 300} {
 		const n = 5000
-		_, signs := randomSigns(n, dim, uint64(dim))
+		q, signs := randomSigns(n, dim, uint64(dim))
 		words := SignWords(dim)
-		query := signs[17*words : 18*words]
+		query := queryOf(q[17*dim : 18*dim])
 		docs := make([]uint64, n)
 		order := make([]int32, n)
 		for i := range n {
@@ -46,8 +47,8 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 			order[i] = int32(i)
 		}
 		slices.SortFunc(order, func(a, b int32) int {
-			da := hamming(signs[int(a)*words:int(a+1)*words], query)
-			db := hamming(signs[int(b)*words:int(b+1)*words], query)
+			da := query.distance(signs[int(a)*words : int(a+1)*words])
+			db := query.distance(signs[int(b)*words : int(b+1)*words])
 			if da != db {
 				return da - db
 			}
@@ -60,7 +61,7 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 
 		var one Shortlist
 		one.Reset(100)
-		one.Scan(signs, words, query, 0, n)
+		one.Scan(signs, query, 0, n)
 		one.Finish(docs)
 		got := slices.Sorted(slices.Values(one.Slots()))
 		if !slices.Equal(got, want) {
@@ -71,7 +72,7 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 		bounds := []int{0, 1234, 3000, n}
 		for p := range parts {
 			parts[p].Reset(100)
-			parts[p].Scan(signs, words, query, bounds[p], bounds[p+1])
+			parts[p].Scan(signs, query, bounds[p], bounds[p+1])
 		}
 		parts[0].Merge(docs, &parts[1], &parts[2])
 		got = slices.Sorted(slices.Values(parts[0].Slots()))
@@ -85,26 +86,41 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 }
 
 func TestShortlistOfFewerVectorsThanWantedKeepsThemAll(t *testing.T) {
-	_, signs := randomSigns(10, 100, 3)
+	q, signs := randomSigns(10, 100, 3)
 	var s Shortlist
 	s.Reset(100)
-	s.Scan(signs, 2, signs[:2], 0, 10)
+	s.Scan(signs, queryOf(q[:100]), 0, 10)
 	s.Finish(nil)
 	if len(s.Slots()) != 10 {
 		t.Errorf("%d slots of 10", len(s.Slots()))
 	}
 }
 
-func TestSignsOfAgreesWithAppendSigns(t *testing.T) {
+// A query's signs are those the stored vectors get, and its strong numbers
+// the larger half by magnitude.
+func TestSignQueryAgreesWithAppendSigns(t *testing.T) {
 	q, _ := randomSigns(1, 100, 5)
-	f := make([]float32, len(q))
-	for i, x := range q {
-		f[i] = float32(x) / 127
+	sq := queryOf(q)
+	if want := AppendSigns(nil, q); !slices.Equal(sq.Signs, want) {
+		t.Errorf("SignQuery %x, AppendSigns %x", sq.Signs, want)
 	}
-	dst := make([]uint64, 2)
-	SignsOf(dst, f)
-	if want := AppendSigns(nil, q); !slices.Equal(dst, want) {
-		t.Errorf("SignsOf %x, AppendSigns %x", dst, want)
+	strong, least, most := 0, int8(127), int8(0)
+	for j, x := range q {
+		if sq.Strong[j/64]&(1<<(j%64)) != 0 {
+			strong++
+			least = min(least, max(x, -x))
+		} else {
+			most = max(most, max(x, -x))
+		}
+	}
+	if least < most {
+		t.Errorf("a strong number of magnitude %d, a weak one of %d", least, most)
+	}
+	if strong < 45 || strong > 50 {
+		t.Errorf("%d strong numbers of 100, want the larger half", strong)
+	}
+	if d := sq.distance(AppendSigns(nil, q)); d != 0 {
+		t.Errorf("a vector's distance from itself: %d", d)
 	}
 }
 
@@ -112,7 +128,8 @@ func TestSignsOfAgreesWithAppendSigns(t *testing.T) {
 // numbers: a shortlist of 1,024 by sign. It allocates nothing once warm.
 func BenchmarkShortlist(b *testing.B) {
 	const n = 100000
-	_, signs := randomSigns(n, 100, 9)
+	q, signs := randomSigns(n, 100, 9)
+	query := queryOf(q[:100])
 	docs := make([]uint64, n)
 	for i := range docs {
 		docs[i] = uint64(i + 1)
@@ -121,7 +138,7 @@ func BenchmarkShortlist(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Reset(1024)
-		s.Scan(signs, 2, signs[:2], 0, n)
+		s.Scan(signs, query, 0, n)
 		s.Finish(docs)
 	}
 }
@@ -142,4 +159,39 @@ func BenchmarkRescore(b *testing.B) {
 		}
 	}
 	_ = sink
+}
+
+// A sample nearer than the rest does not cost the shortlist its want: it
+// scans again.
+func TestShortlistOfAMisleadingSampleScansAgain(t *testing.T) {
+	const n = 4000
+	signs := make([]uint64, 2*n)
+	docs := make([]uint64, n)
+	for i := range n {
+		docs[i] = uint64(i + 1)
+		signs[2*i], signs[2*i+1] = ^uint64(0), ^uint64(0) // far from the query, 0
+	}
+	for i := 0; i < 30*sampleEvery; i += sampleEvery {
+		signs[2*i], signs[2*i+1] = 0, 0
+	}
+	negative := make([]int8, 100)
+	for i := range negative {
+		negative[i] = -1
+	}
+	var s Shortlist
+	s.Reset(100)
+	s.Scan(signs, queryOf(negative), 0, n)
+	s.Finish(docs)
+	if len(s.Slots()) != 100 {
+		t.Fatalf("%d slots, want 100", len(s.Slots()))
+	}
+	near := 0
+	for _, i := range s.Slots() {
+		if signs[2*i] == 0 {
+			near++
+		}
+	}
+	if near != 30 {
+		t.Errorf("%d of the 30 nearest kept", near)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,19 +227,27 @@ type vecAdd struct {
 	v   *storedVector
 }
 
-// vecIndex holds the vectors of one model in memory.
+// vecIndex holds the vectors of one model in memory. A vector's slot has a
+// row, its document, scale and numbers side by side so that scoring it
+// exactly reads one place in memory (rowHead and dim bytes):
+//
+//	uint64   the document (little-endian)
+//	float32  the scale
+//	int8     the quantised unit vector
+//
+// and, apart, the signs of its numbers (search.SignWords(dim) words), which
+// a search scans first, one after the other.
 type vecIndex struct {
-	mu     sync.RWMutex
-	model  string // "" until loaded
-	dim    int
-	docs   []uint64
-	scales []float32
-	q      []int8
-	signs  []uint64 // search.SignWords(dim) words a vector: the signs of q
-	slot   map[uint64]int
-	blank  map[uint64]bool // documents of the model that have no vector (no known word)
-	wake   chan struct{}   // the catch-up's: a write went without a vector
-	ready  atomic.Int64    // len(docs), read by stats without the lock
+	mu    sync.RWMutex
+	model string // "" until loaded
+	dim   int
+	docs  []uint64
+	rows  []byte
+	signs []uint64
+	slot  map[uint64]int
+	blank map[uint64]bool // documents of the model that have no vector (no known word)
+	wake  chan struct{}   // the catch-up's: a write went without a vector
+	ready atomic.Int64    // len(docs), read by stats without the lock
 }
 
 // apply records a committed transaction's vectors.
@@ -274,18 +281,40 @@ func (ix *vecIndex) apply(adds []vecAdd, drops []uint64) {
 	ix.ready.Store(int64(len(ix.docs) + len(ix.blank)))
 }
 
+// rowHead is the bytes of a row before its numbers.
+const rowHead = 12
+
+func (ix *vecIndex) stride() int { return rowHead + ix.dim }
+
+// appendRow appends doc's row for v to dst.
+func appendRow(dst []byte, doc uint64, v *storedVector) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, doc)
+	dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v.scale))
+	for _, x := range v.q {
+		dst = append(dst, byte(x))
+	}
+	return dst
+}
+
+// rowCosine is the cosine of query with the vector of row, and the row's
+// document.
+func rowCosine(query []float32, row []byte) (float64, uint64) {
+	doc := binary.LittleEndian.Uint64(row)
+	scale := math.Float32frombits(binary.LittleEndian.Uint32(row[8:]))
+	q := unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(row[rowHead:]))), len(row)-rowHead)
+	return float64(search.Dot8(query, q) * scale), doc
+}
+
 func (ix *vecIndex) add(doc uint64, v *storedVector) {
-	words := search.SignWords(ix.dim)
+	words, stride := search.SignWords(ix.dim), ix.stride()
 	if i, ok := ix.slot[doc]; ok {
-		ix.scales[i] = v.scale
-		copy(ix.q[i*ix.dim:], v.q)
+		appendRow(ix.rows[i*stride:i*stride], doc, v)
 		search.AppendSigns(ix.signs[i*words:i*words], v.q)
 		return
 	}
 	ix.slot[doc] = len(ix.docs)
 	ix.docs = append(ix.docs, doc)
-	ix.scales = append(ix.scales, v.scale)
-	ix.q = append(ix.q, v.q...)
+	ix.rows = appendRow(ix.rows, doc, v)
 	ix.signs = search.AppendSigns(ix.signs, v.q)
 }
 
@@ -297,17 +326,16 @@ func (ix *vecIndex) remove(doc uint64) {
 		return
 	}
 	last := len(ix.docs) - 1
-	words := search.SignWords(ix.dim)
+	words, stride := search.SignWords(ix.dim), ix.stride()
 	if i != last {
 		moved := ix.docs[last]
-		ix.docs[i], ix.scales[i] = moved, ix.scales[last]
-		copy(ix.q[i*ix.dim:(i+1)*ix.dim], ix.q[last*ix.dim:])
+		ix.docs[i] = moved
+		copy(ix.rows[i*stride:(i+1)*stride], ix.rows[last*stride:])
 		copy(ix.signs[i*words:(i+1)*words], ix.signs[last*words:])
 		ix.slot[moved] = i
 	}
 	delete(ix.slot, doc)
-	ix.docs, ix.scales, ix.q = ix.docs[:last], ix.scales[:last], ix.q[:last*ix.dim]
-	ix.signs = ix.signs[:last*words]
+	ix.docs, ix.rows, ix.signs = ix.docs[:last], ix.rows[:last*stride], ix.signs[:last*words]
 }
 
 // ensureVectors loads the index for model if it holds another. Its
@@ -326,7 +354,7 @@ func (s *Store) ensureVectors(model string) error {
 		return nil
 	}
 	ix.model, ix.dim = "", 0
-	ix.docs, ix.scales, ix.q, ix.signs, ix.slot, ix.blank = nil, nil, nil, nil, map[uint64]int{}, map[uint64]bool{}
+	ix.docs, ix.rows, ix.signs, ix.slot, ix.blank = nil, nil, nil, map[uint64]int{}, map[uint64]bool{}
 	err := s.readTx("storage.vectors", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketVectors)
 		if b == nil {
@@ -356,7 +384,7 @@ func (s *Store) ensureVectors(model string) error {
 		})
 	})
 	if err != nil {
-		ix.docs, ix.scales, ix.q, ix.signs, ix.slot = nil, nil, nil, nil, nil
+		ix.docs, ix.rows, ix.signs, ix.slot = nil, nil, nil, nil
 		return err
 	}
 	ix.model = model
@@ -398,9 +426,9 @@ func (s *Store) semantic(v *view, near []search.Scored, n int, keep func(doc uin
 
 // shortlistSize is how many vectors nearest the query by sign a scan
 // scores exactly (see search.Shortlist): on the memories of bench/hybrid
-// at 100k, 89% of the five nearest by cosine are among the 1,024 nearest
-// by sign, and scoring them costs less than the scan.
-const shortlistSize = 1024
+// at 100k, 91% of the five nearest by cosine are among the 512 nearest by
+// sign, and scoring them costs less than the scan.
+const shortlistSize = 512
 
 // scanParts bounds the parts a scan runs in at once, and scanPart is the
 // least vectors a part takes: below it, starting a goroutine costs more
@@ -412,9 +440,10 @@ const (
 
 // scanState is a scan's memory, pooled: a search allocates none of it.
 type scanState struct {
-	lists [scanParts]search.Shortlist
-	top   search.TopK
-	signs []uint64
+	lists   [scanParts]search.Shortlist
+	top     search.TopK
+	query   search.SignQuery
+	touched byte // what reading rows ahead read, kept so it is not optimised away
 }
 
 var scanStates = sync.Pool{New: func() any { return new(scanState) }}
@@ -435,9 +464,7 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	}
 	st := scanStates.Get().(*scanState)
 	defer scanStates.Put(st)
-	words := search.SignWords(dim)
-	st.signs = slices.Grow(st.signs[:0], words)[:words]
-	search.SignsOf(st.signs, query)
+	st.query.Set(query)
 	// A large index is scanned in parts at once, one per core up to
 	// scanParts; the parts' shortlists merge into what one scan would keep.
 	parts := min(runtime.GOMAXPROCS(0), scanParts, max(1, len(ix.docs)/scanPart))
@@ -446,7 +473,7 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		lo, hi := p*len(ix.docs)/parts, (p+1)*len(ix.docs)/parts
 		l := &st.lists[p]
 		l.Reset(shortlistSize)
-		scan := func() { l.Scan(ix.signs, words, st.signs, lo, hi) }
+		scan := func() { l.Scan(ix.signs, &st.query, lo, hi) }
 		if p == parts-1 {
 			scan()
 			continue
@@ -465,18 +492,27 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		list.Finish(ix.docs)
 	}
 	st.top.Reset(k)
-	for _, i := range list.Slots() {
-		doc := ix.docs[i]
-		if doc > seq {
-			continue
+	stride := ix.stride()
+	slots := list.Slots()
+	var touch byte
+	for n, i := range slots {
+		// The rows are far apart in memory: reading the start and end of
+		// one a few ahead lets its cache misses overlap this one's work.
+		if n+rowsAhead < len(slots) {
+			j := int(slots[n+rowsAhead]) * stride
+			touch ^= ix.rows[j] ^ ix.rows[j+stride-1]
 		}
-		c := float64(search.Dot8(query, ix.q[int(i)*dim:(int(i)+1)*dim]) * ix.scales[i])
-		if c >= search.CosineFloor {
+		c, doc := rowCosine(query, ix.rows[int(i)*stride:(int(i)+1)*stride])
+		if c >= search.CosineFloor && doc <= seq {
 			st.top.Push(doc, c)
 		}
 	}
+	st.touched = touch
 	return st.top.Sorted()
 }
+
+// rowsAhead is how far ahead of its scoring a row is first read.
+const rowsAhead = 8
 
 // cosine is doc's cosine with query, if doc has a vector.
 func (s *Store) cosine(doc uint64, query []float32) (float64, bool) {
@@ -487,7 +523,8 @@ func (s *Store) cosine(doc uint64, query []float32) (float64, bool) {
 	if !ok || len(query) != ix.dim {
 		return 0, false
 	}
-	return float64(search.Dot8(query, ix.q[i*ix.dim:(i+1)*ix.dim]) * ix.scales[i]), true
+	c, _ := rowCosine(query, ix.rows[i*ix.stride():(i+1)*ix.stride()])
+	return c, true
 }
 
 // catchUpBatch is how many memories the catch-up embeds at a time.
