@@ -9,6 +9,14 @@ import "slices"
 // answer does not depend on the order of a map or of a scan. A document
 // twice in one ranking counts once, at its better rank.
 func Fuse(first, second []Scored, limit int) []Scored {
+	return FuseWeighted(first, second, 1, limit)
+}
+
+// FuseWeighted is Fuse with the second ranking's reciprocal ranks weighed
+// by weight: below RRFK/(RRFK+depth of the first), a document of the second
+// ranking alone comes after every one of the first, and the second only
+// reorders the first.
+func FuseWeighted(first, second []Scored, weight float64, limit int) []Scored {
 	type fused struct {
 		Scored
 		inFirst bool
@@ -23,6 +31,9 @@ func Fuse(first, second []Scored, limit int) []Scored {
 			}
 			seen[s.Doc] = true
 			add := 1 / float64(RRFK+rank+1)
+			if n == 1 {
+				add *= weight
+			}
 			if i, ok := at[s.Doc]; ok {
 				out[i].Score += add
 				continue

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -47,5 +48,25 @@ func TestFuse(t *testing.T) {
 	a, b := Fuse(s(1, 2, 3, 4, 5), s(5, 4, 3, 2, 1), 10), Fuse(s(1, 2, 3, 4, 5), s(5, 4, 3, 2, 1), 10)
 	if !slices.Equal(a, b) || a[0].Doc != 5 {
 		t.Errorf("two fusions differ or ties were not broken by the larger document: %v, %v", a, b)
+	}
+}
+
+// Weighed at a half, the second ranking's documents alone come after every
+// document of the first, and a document of both still moves up.
+func TestFuseWeightedPutsTheSecondListAlonesLast(t *testing.T) {
+	first := make([]Scored, 50)
+	for i := range first {
+		first[i] = Scored{Doc: uint64(i + 1), Score: float64(100 - i)}
+	}
+	second := []Scored{{Doc: 1000, Score: 0.9}, {Doc: 30, Score: 0.8}}
+	got := FuseWeighted(first, second, 0.5, 100)
+	if len(got) != 51 || got[50].Doc != 1000 {
+		t.Fatalf("the second list's own document is at %d of %d, want last", slices.IndexFunc(got, func(s Scored) bool { return s.Doc == 1000 }), len(got))
+	}
+	if got[0].Doc != 30 {
+		t.Errorf("first %d, want 30 (in both lists)", got[0].Doc)
+	}
+	if want := 1.0/90 + 0.5/62; math.Abs(got[0].Score-want) > 1e-15 {
+		t.Errorf("fused score %v, want %v", got[0].Score, want)
 	}
 }

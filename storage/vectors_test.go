@@ -249,3 +249,39 @@ func TestHybridSealsVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The vectors only reorder BM25's ranking when a memory within the limit
+// holds every term of the query (titles included, after analysis).
+func TestHoldsEveryTermOfTheQuery(t *testing.T) {
+	s := openTest(t)
+	whole := put(t, s, memgate.Write{Text: "Car payments are due", Title: "Budget"})
+	part := put(t, s, memgate.Write{Text: "payment by invoice"})
+	err := s.view(func(v *view) error {
+		tx := s.txn(v.tx)
+		for _, c := range []struct {
+			id, query string
+			want      bool
+		}{
+			{whole.ID, "car payment", true},
+			{whole.ID, "budget cars", true},
+			{part.ID, "car payment", false},
+			{part.ID, "invoices", true},
+		} {
+			_, doc, err := tx.lookup(c.id)
+			if err != nil {
+				return err
+			}
+			got, err := holdsEvery(tx, doc, queryTerms(c.query))
+			if err != nil {
+				return err
+			}
+			if got != c.want {
+				t.Errorf("%q holds every term of %q: %v, want %v", c.id, c.query, got, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

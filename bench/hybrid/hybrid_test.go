@@ -168,6 +168,32 @@ func TestHybridFigures(t *testing.T) {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return float64(found) / float64(len(qs)), lat[len(lat)/2], lat[len(lat)*99/100]
 	}
+	if os.Getenv("MEMGATE_HYBRID_WHY") != "" {
+		for _, q := range known {
+			want := fmt.Sprintf("m%06d", q.target)
+			lr, _ := lexical.Search(ctx, memgate.Query{Text: q.text, Limit: 5})
+			hr, _ := hybrid.Search(ctx, memgate.Query{Text: q.text, Limit: 5})
+			inL, inH := false, false
+			for _, h := range lr.Hits {
+				inL = inL || h.ID == want
+			}
+			for _, h := range hr.Hits {
+				inH = inH || h.ID == want
+			}
+			if inL && !inH {
+				t.Logf("lost %q target %s", q.text, want)
+				for _, h := range lr.Hits[:1] {
+					t.Logf("   L1 text %q", h.Text)
+				}
+				for _, h := range lr.Hits {
+					t.Logf("   L %s %.3f", h.ID, h.LexicalScore)
+				}
+				for _, h := range hr.Hits {
+					t.Logf("   H %s %.3f lex %.3f sem %.3f", h.ID, h.Score, h.LexicalScore, *h.SemanticScore)
+				}
+			}
+		}
+	}
 	for round := range 3 { // the first two warm the caches (and a reopened store's catch-up ends)
 		for _, set := range []struct {
 			name string
