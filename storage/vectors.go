@@ -495,19 +495,23 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	// A large index is scanned in parts at once, one per core up to
 	// scanParts; the parts' shortlists merge into what one scan would keep.
 	parts := min(runtime.GOMAXPROCS(0), scanParts, max(1, len(ix.docs)/scanPart))
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := p*len(ix.docs)/parts, (p+1)*len(ix.docs)/parts
-		l := &st.lists[p]
-		l.Reset(shortlistSize)
-		scan := func() { l.Scan(ix.signs, &st.query, lo, hi) }
-		if p == parts-1 {
-			scan()
-			continue
+	if parts == 1 {
+		st.lists[0].Reset(shortlistSize)
+		st.lists[0].Scan(ix.signs, &st.query, 0, len(ix.docs))
+	} else {
+		var wg sync.WaitGroup
+		for p := range parts {
+			lo, hi := p*len(ix.docs)/parts, (p+1)*len(ix.docs)/parts
+			l := &st.lists[p]
+			l.Reset(shortlistSize)
+			if p == parts-1 {
+				l.Scan(ix.signs, &st.query, lo, hi)
+				continue
+			}
+			wg.Go(func() { l.Scan(ix.signs, &st.query, lo, hi) })
 		}
-		wg.Go(scan)
+		wg.Wait()
 	}
-	wg.Wait()
 	list := &st.lists[0]
 	if parts > 1 {
 		others := [scanParts - 1]*search.Shortlist{}
