@@ -23,8 +23,11 @@ var metaFolding = []byte("folding")
 
 // reindexBatch is how many memories one transaction of the rebuild
 // analyses: each commit is bounded, whatever the store's size, and the
-// memory the rebuild holds is one batch's postings.
-var reindexBatch = 1024
+// memory the rebuild holds is one batch's postings (a few MB). At 100k
+// memories of 176 bytes, batches of 1,024 took 15 s, most of it rewriting
+// the last chunk of each term once a batch; of 8,192, 5 s, most of it the
+// analysis itself.
+var reindexBatch = 8192
 
 // reindexFault, when set by a test, fails the rebuild before batch n.
 var reindexFault func(n int) error
