@@ -95,9 +95,8 @@ const maxDistance = 255
 // A Shortlist collects the slots of the vectors nearest a query by sign:
 // want of them (fewer only when there are fewer), the nearest, and of those
 // at the farthest distance taken, the ones of the largest documents, so that
-// what it keeps does not depend on the order of the scan. Scan in parts with
-// several Shortlists and Merge them. A Shortlist is reused with Reset and is
-// not safe for concurrent use.
+// what it keeps does not depend on the order of the scan. A Shortlist is
+// reused with Reset and is not safe for concurrent use.
 type Shortlist struct {
 	want  int
 	limit int // the farthest distance still taken
@@ -141,8 +140,16 @@ func (s *Shortlist) Scan(signs []uint64, query *SignQuery, lo, hi int) {
 func (s *Shortlist) sampleLimit(signs []uint64, query *SignQuery, lo, hi int) int {
 	var h [maxDistance + 1]int32
 	words := len(query.Signs)
-	for i := lo; i < hi; i += sampleEvery {
-		h[min(query.distance(signs[i*words:(i+1)*words]), maxDistance)]++
+	if words == 2 && query.shift == 0 {
+		q0, q1, m0, m1 := query.Signs[0], query.Signs[1], query.Strong[0], query.Strong[1]
+		for i := lo; i < hi; i += sampleEvery {
+			x0, x1 := signs[2*i]^q0, signs[2*i+1]^q1
+			h[bits.OnesCount64(x0)+bits.OnesCount64(x1)+bits.OnesCount64(x0&m0)+bits.OnesCount64(x1&m1)]++
+		}
+	} else {
+		for i := lo; i < hi; i += sampleEvery {
+			h[min(query.distance(signs[i*words:(i+1)*words]), maxDistance)]++
+		}
 	}
 	n, target := 0, (2*s.want+sampleEvery-1)/sampleEvery
 	for d, c := range h {
@@ -247,19 +254,6 @@ func (s *Shortlist) shrink(limit int) {
 		}
 	}
 	s.slots, s.dist = s.slots[:k], s.dist[:k]
-}
-
-// Merge moves into s what the others collected (after s's own) and
-// finishes (see Finish). Each part holds every slot up to its own limit, so
-// the count is exact up to the least of them, where it has reached want if
-// any part has.
-func (s *Shortlist) Merge(docs []uint64, others ...*Shortlist) {
-	for _, o := range others {
-		s.slots = append(s.slots, o.slots...)
-		s.dist = append(s.dist, o.dist...)
-		s.limit = min(s.limit, o.limit)
-	}
-	s.Finish(docs)
 }
 
 // Finish keeps the want nearest slots: all those nearer than the distance

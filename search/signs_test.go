@@ -32,8 +32,7 @@ func queryOf(q []int8) *SignQuery {
 }
 
 // The shortlist holds the wanted number of slots, the nearest by sign, and
-// of equal distances the largest documents, whether scanned at once or in
-// parts.
+// of equal distances the largest documents, whatever the order they came in.
 func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 	for _, dim := range []int{100, 300} {
 		const n = 5000
@@ -68,17 +67,30 @@ func TestShortlistKeepsTheNearestBySign(t *testing.T) {
 			t.Errorf("dim %d, one scan: %d slots, want %d", dim, len(got), len(want))
 		}
 
-		var parts [3]Shortlist
-		bounds := []int{0, 1234, 3000, n}
-		for p := range parts {
-			parts[p].Reset(100)
-			parts[p].Scan(signs, query, bounds[p], bounds[p+1])
+		// The same vectors in the reverse order: the same documents.
+		rsigns := make([]uint64, 0, len(signs))
+		rdocs := make([]uint64, 0, n)
+		for i := n - 1; i >= 0; i-- {
+			rsigns = append(rsigns, signs[i*words:(i+1)*words]...)
+			rdocs = append(rdocs, docs[i])
 		}
-		parts[0].Merge(docs, &parts[1], &parts[2])
-		got = slices.Sorted(slices.Values(parts[0].Slots()))
-		if !slices.Equal(got, want) {
-			t.Errorf("dim %d, three parts: %d slots, want %d", dim, len(got), len(want))
+		var rev Shortlist
+		rev.Reset(100)
+		rev.Scan(rsigns, query, 0, n)
+		rev.Finish(rdocs)
+		var gotDocs, wantDocs []uint64
+		for _, i := range rev.Slots() {
+			gotDocs = append(gotDocs, rdocs[i])
 		}
+		for _, i := range want {
+			wantDocs = append(wantDocs, docs[i])
+		}
+		slices.Sort(gotDocs)
+		slices.Sort(wantDocs)
+		if !slices.Equal(gotDocs, wantDocs) {
+			t.Errorf("dim %d, reversed: other documents", dim)
+		}
+
 		if !slices.Contains(got, 17) {
 			t.Errorf("dim %d: the query's own vector is not on the shortlist", dim)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -457,17 +456,9 @@ func (s *Store) semantic(v *view, near []search.Scored, n int, keep func(doc uin
 // sign (TestVectorsAlone), and scoring them costs less than the scan.
 const shortlistSize = 512
 
-// scanParts bounds the parts a scan runs in at once, and scanPart is the
-// least vectors a part takes: below it, starting a goroutine costs more
-// than it saves.
-const (
-	scanParts = 4
-	scanPart  = 32768
-)
-
 // scanState is a scan's memory, pooled: a search allocates none of it.
 type scanState struct {
-	lists   [scanParts]search.Shortlist
+	list    search.Shortlist
 	top     search.TopK
 	query   search.SignQuery
 	touched byte // what reading rows ahead read, kept so it is not optimised away
@@ -477,8 +468,8 @@ var scanStates = sync.Pool{New: func() any { return new(scanState) }}
 
 // semanticScan returns the documents, of a snapshot up to seq, whose
 // vectors are nearest query, at or above search.CosineFloor, best first;
-// at most k. It holds the index's read lock and reads no bbolt: it can run
-// beside the lexical ranking. Of equal cosines the larger document goes
+// at most k. It holds the index's read lock and reads no bbolt. Of equal
+// cosines the larger document goes
 // first, and the shortlist does not depend on the order of the vectors,
 // so the answer is the same however the index was built.
 func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored {
@@ -492,36 +483,10 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	st := scanStates.Get().(*scanState)
 	defer scanStates.Put(st)
 	st.query.Set(query)
-	// A large index is scanned in parts at once, one per core up to
-	// scanParts; the parts' shortlists merge into what one scan would keep.
-	parts := min(runtime.GOMAXPROCS(0), scanParts, max(1, len(ix.docs)/scanPart))
-	if parts == 1 {
-		st.lists[0].Reset(shortlistSize)
-		st.lists[0].Scan(ix.signs, &st.query, 0, len(ix.docs))
-	} else {
-		var wg sync.WaitGroup
-		for p := range parts {
-			lo, hi := p*len(ix.docs)/parts, (p+1)*len(ix.docs)/parts
-			l := &st.lists[p]
-			l.Reset(shortlistSize)
-			if p == parts-1 {
-				l.Scan(ix.signs, &st.query, lo, hi)
-				continue
-			}
-			wg.Go(func() { l.Scan(ix.signs, &st.query, lo, hi) })
-		}
-		wg.Wait()
-	}
-	list := &st.lists[0]
-	if parts > 1 {
-		others := [scanParts - 1]*search.Shortlist{}
-		for p := 1; p < parts; p++ {
-			others[p-1] = &st.lists[p]
-		}
-		list.Merge(ix.docs, others[:parts-1]...)
-	} else {
-		list.Finish(ix.docs)
-	}
+	list := &st.list
+	list.Reset(shortlistSize)
+	list.Scan(ix.signs, &st.query, 0, len(ix.docs))
+	list.Finish(ix.docs)
 	st.top.Reset(k)
 	stride := ix.stride()
 	slots := list.Slots()
@@ -756,24 +721,20 @@ func (s *Store) embedQuery(ctx context.Context, text string, receipt *memgate.Re
 // memory without a vector).
 func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit int, hy *hybrid) ([]memgate.Hit, int, error) {
 	depth := max(limit, semanticDepth)
-	// The vectors are scanned beside the lexical ranking: the scan reads
-	// only the index in memory, the ranking only bbolt.
+	// The scan runs in the search's own goroutine: scanning beside the
+	// lexical ranking, or in parts on several cores, measured slower on the
+	// shared 2-core machine of docs/PERFORMANCE.md (each hand-off to another
+	// goroutine waits for a core), and a server's cores serve other
+	// searches anyway.
 	var near []search.Scored
-	scanned := make(chan struct{})
 	if hy.vec != nil {
-		go func() {
-			defer close(scanned)
-			near = s.semanticScan(hy.vec, 4*depth+16, v.seq)
-		}()
-	} else {
-		close(scanned)
+		near = s.semanticScan(hy.vec, 4*depth+16, v.seq)
 	}
 	var lexical []search.Scored
 	candidates := 0
 	if len(terms) > 0 {
 		var err error
 		if lexical, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}); err != nil {
-			<-scanned
 			return nil, 0, err
 		}
 		for i, l := range lexical {
@@ -783,7 +744,6 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 			}
 		}
 	}
-	<-scanned
 	var keep func(uint64) (bool, error)
 	if f != nil {
 		probe, err := f.fresh(v, w)

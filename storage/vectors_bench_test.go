@@ -31,8 +31,7 @@ func randomIndex(n, dim int) (*Store, [][]float32) {
 
 // BenchmarkSemanticScan is the vector half of a hybrid search at 100k
 // memories of 100 numbers (GloVe's): the shortlist by sign, the exact
-// scores of 512, the best 216. With one core it allocates the answer's
-// slice alone; with more, the parts' goroutines too.
+// scores of 512, the best 216. It allocates the answer's slice alone.
 func BenchmarkSemanticScan(b *testing.B) {
 	s, queries := randomIndex(100000, 100)
 	b.ReportAllocs()
