@@ -1,14 +1,19 @@
 package storage
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -198,20 +203,8 @@ func TestOpenResumesARebuildCutShort(t *testing.T) {
 			if err == nil {
 				t.Fatal("Open succeeded through a failing rebuild")
 			}
-			db, err := bolt.Open(path, 0o600, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = db.View(func(tx *bolt.Tx) error {
-				meta := tx.Bucket(bucketMeta)
-				if binary.BigEndian.Uint64(meta.Get(metaSchema)) != schemaFolded || meta.Get(metaFolding) == nil {
-					t.Errorf("a rebuild cut short: schema %d, folding %v", binary.BigEndian.Uint64(meta.Get(metaSchema)), meta.Get(metaFolding))
-				}
-				return nil
-			})
-			db.Close()
-			if err != nil {
-				t.Fatal(err)
+			if !midRebuild(t, path) {
+				t.Error("a rebuild cut short is not at the new schema with its mark")
 			}
 
 			s = openAt(t, path)
@@ -244,4 +237,108 @@ func downgrade(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rebuildChild opens the store at path, whose index needs the rebuild, a
+// memory a transaction, saying "batch" before each; the parent kills it.
+func rebuildChild(path string) {
+	reindexBatch = 1
+	reindexFault = func(int) error {
+		fmt.Println("batch")
+		return nil
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(2)
+	}
+	s.Close()
+	fmt.Println("done")
+}
+
+// A process killed (SIGKILL) during the rebuild, at any point of a
+// transaction or between two, leaves a store the next Open finishes, and
+// which then answers as a store that never needed one.
+func TestRebuildSurvivesAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	fresh := openAt(t, filepath.Join(t.TempDir(), FileName))
+	writeFoldingCorpus(t, fresh)
+	want := foldAnswers(t, fresh)
+
+	for round, after := range []int{3, 20, 41} {
+		path := filepath.Join(t.TempDir(), FileName)
+		s, err := Open(path, Options{NoSync: true, MergeEvery: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFoldingCorpus(t, s)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		downgrade(t, path)
+
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashModeEnv+"=rebuild")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+		sc := bufio.NewScanner(stdout)
+		batches := 0
+		for sc.Scan() {
+			if sc.Text() == "done" {
+				t.Fatalf("round %d: the rebuild ended after %d batches, before the kill", round, batches)
+			}
+			if batches++; batches == after {
+				// Inside the transaction the line announced, or just
+				// after it: the child does not wait for the kill.
+				time.Sleep(time.Duration(round) * time.Millisecond)
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		for sc.Scan() {
+		}
+		cmd.Wait()
+		deadline.Stop()
+		if !midRebuild(t, path) {
+			t.Fatalf("round %d: the kill did not leave a rebuild to finish", round)
+		}
+
+		s = openAt(t, path)
+		if got := foldAnswers(t, s); !slices.Equal(got, want) {
+			t.Errorf("round %d, killed at batch %d: after the rebuild resumed:\n%s\nwant\n%s", round, after, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		t.Logf("round %d: killed at batch %d, resumed, answers as a fresh store", round, after)
+	}
+}
+
+// midRebuild reports whether the store at path is at the new schema with a
+// rebuild under way.
+func midRebuild(t *testing.T, path string) bool {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mid bool
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		mid = binary.BigEndian.Uint64(meta.Get(metaSchema)) == schemaFolded && meta.Get(metaFolding) != nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mid
 }
