@@ -26,10 +26,12 @@ unit:
 	cd bench && $(GO) test -race -count=1 ./...
 
 ## e2e: the built binary driven by the official TypeScript MCP SDK client
-## (Node 20 or newer; npm ci reaches only the npm registry).
+## (Node 20 or newer; npm ci reaches only the npm registry), and the web
+## console in Debian's chromium, headless (install-chromium.sh brings it).
 e2e:
 	$(GO) build -o bin/memgate ./cmd/memgate
 	npm ci --prefix e2e --no-audit --no-fund
+	e2e/install-chromium.sh
 	scripts/vectors.sh >/dev/null
 	MEMGATE_EMBEDDINGS="$$(scripts/vectors.sh)" node --test e2e/
 

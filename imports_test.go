@@ -80,6 +80,7 @@ func TestImportRules(t *testing.T) {
 			"server reaches stores and auth through its own interfaces; " + otelWhy},
 		{"server/message", []string{module}, nil, ""},
 		{"server/admin", []string{module}, nil, ""},
+		{"server/console", nil, nil, ""},
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
 			"the gateway uses the MCP surface only to build servers; " + otelWhy},
 		{"telemetry", nil, otelSDK, otelWhy},

@@ -62,7 +62,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*memgate.Principal, time.
 	}
 	if a.o.ReadScope != "" && !p.HasScope(a.o.ReadScope) {
 		return nil, time.Time{}, a.refuse(r, &failure{http.StatusForbidden, ErrInsufficientScope,
-			"the token lacks the read scope", a.o.ReadScope})
+			"the token lacks the scope " + a.o.ReadScope, a.o.ReadScope})
 	}
 	if a.o.RequireNamespace && p.Namespace == "" {
 		return nil, time.Time{}, a.refuse(r, errNoNamespace)

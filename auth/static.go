@@ -100,20 +100,14 @@ func NewStaticTokens(o StaticOptions) (*StaticTokens, error) {
 	if o.ReloadEvery > 0 {
 		s.reloadGap = o.ReloadEvery
 	}
+	if err := CheckEnvTokens(o.Token, o.AdminToken); err != nil {
+		return nil, err
+	}
 	if o.Token != "" {
-		if err := CheckStaticToken(o.Token); err != nil {
-			return nil, err
-		}
 		s.env = &staticEntry{digest: sha256.Sum256([]byte(o.Token)),
 			principal: memgate.Principal{Subject: StaticSubject, Scopes: s.all}}
 	}
 	if o.AdminToken != "" {
-		if err := CheckStaticToken(o.AdminToken); err != nil {
-			return nil, errors.New(strings.Replace(err.Error(), "MEMGATE_TOKEN", "MEMGATE_ADMIN_TOKEN", 1))
-		}
-		if o.AdminToken == o.Token {
-			return nil, errors.New("MEMGATE_ADMIN_TOKEN must differ from MEMGATE_TOKEN")
-		}
 		s.adm = &staticEntry{digest: sha256.Sum256([]byte(o.AdminToken)),
 			principal: memgate.Principal{Subject: AdminSubject, Scopes: []string{o.AdminScope}}}
 	}
@@ -139,6 +133,25 @@ func CheckStaticToken(token string) error {
 		return fmt.Errorf("MEMGATE_TOKEN must be at most %d characters", MaxTokenBytes)
 	case !isToken68(token):
 		return errors.New("MEMGATE_TOKEN may hold only letters, digits and - . _ ~ + / (then = padding)")
+	}
+	return nil
+}
+
+// CheckEnvTokens checks the tokens of the environment, MEMGATE_TOKEN and
+// MEMGATE_ADMIN_TOKEN ("" for either when unset), as NewStaticTokens does.
+func CheckEnvTokens(token, adminToken string) error {
+	if token != "" {
+		if err := CheckStaticToken(token); err != nil {
+			return err
+		}
+	}
+	if adminToken != "" {
+		if err := CheckStaticToken(adminToken); err != nil {
+			return errors.New(strings.Replace(err.Error(), "MEMGATE_TOKEN", "MEMGATE_ADMIN_TOKEN", 1))
+		}
+		if adminToken == token {
+			return errors.New("MEMGATE_ADMIN_TOKEN must differ from MEMGATE_TOKEN")
+		}
 	}
 	return nil
 }

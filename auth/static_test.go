@@ -180,7 +180,7 @@ func TestTokensFilePrincipals(t *testing.T) {
 		t.Fatalf("alice: %+v, %v", p, err)
 	}
 	_, _, err = a.Authenticate(bearer("Bearer token-writer-0123456789"))
-	if statusOf(err) != 403 || !strings.Contains(err.(*Refusal).Challenge(), `error="insufficient_scope", error_description="the token lacks the read scope", scope="memory:read"`) {
+	if statusOf(err) != 403 || !strings.Contains(err.(*Refusal).Challenge(), `error="insufficient_scope", error_description="the token lacks the scope memory:read", scope="memory:read"`) {
 		t.Fatalf("a token without the read scope: %v %q", err, err.(*Refusal).Challenge())
 	}
 }

@@ -48,10 +48,13 @@ test('a second serve on the same store fails at once with store_locked', async (
   assert.equal(second.stdout, '', 'nothing on stdout');
   assert.ok(Date.now() - started < 5000, 'it fails at once');
 
-  // The command line meets the same lock; another namespace is free.
-  const cli = await runBinary(['stats', '--data-dir', dir]);
+  // A write from the command line meets the same lock (a store command
+  // goes through the server's control socket); another namespace is free.
+  const cli = await runBinary(['remember', '--data-dir', dir, 'a second writer']);
   assert.equal(cli.code, 1);
   assert.match(cli.stderr, /^memgate: store_locked: /);
+  const held = await runBinary(['stats', '--data-dir', dir]);
+  assert.equal(JSON.parse(held.stdout).count, 1, held.stderr);
   const other = await runBinary(['stats', '--data-dir', dir, '--namespace', 'other']);
   assert.equal(other.code, 0, other.stderr);
 

@@ -96,6 +96,33 @@ test('rate limits answer 429 past the burst, and the audit log records calls wit
   assert.ok(!(await readFile(audit, 'utf8')).includes(ADMIN));
 });
 
+test('store commands reach the stores editors\' stdio servers hold, each through its own server', async (t) => {
+  const dir = await dataDir(t);
+  const a = await startServer(t, dir, ['--namespace', 'proj-a', '--trash-retention', '1h']);
+  const b = await startServer(t, dir, ['--namespace', 'proj-b']);
+  await a.ok('remember', { id: 'a1', text: 'held by the first editor' });
+  await b.ok('remember', { id: 'b1', text: 'held by the second editor' });
+  const direct = await runBinary(['remember', '--data-dir', dir, '--namespace', 'proj-a', 'x']);
+  assert.equal(direct.code, 1);
+  assert.match(direct.stdout + direct.stderr, /store_locked/);
+  for (const [ns, text] of [['proj-a', /held by the first editor/], ['proj-b', /held by the second editor/]]) {
+    const exp = await runBinary(['export', '--data-dir', dir, '--namespace', ns]);
+    assert.equal(exp.code, 0, exp.stderr);
+    assert.match(exp.stdout, text);
+    const stats = await runBinary(['stats', '--data-dir', dir, '--namespace', ns]);
+    assert.equal(JSON.parse(stats.stdout).count, 1, stats.stderr);
+  }
+  const file = path.join(dir, 'a.db');
+  const bk = await runBinary(['backup', '--data-dir', dir, '--namespace', 'proj-a', file]);
+  assert.equal(bk.code, 0, bk.stderr);
+  const imp = await runBinary(['import', '--data-dir', dir, '--namespace', 'proj-a', '-'], { input: '{"text":"imported while the editor runs"}\n' });
+  assert.equal(JSON.parse(imp.stdout).imported, 1, imp.stderr);
+  assert.equal((await a.ok('stats')).count, 2);
+  assert.equal((await a.close()).code, 0);
+  const after = await runBinary(['remember', '--data-dir', dir, '--namespace', 'proj-a', 'written directly once the editor is gone']);
+  assert.equal(after.code, 0, after.stderr);
+});
+
 test('a stdio server audits its tool calls too, without their content', async (t) => {
   const dir = await dataDir(t);
   const audit = path.join(dir, 'audit.jsonl');

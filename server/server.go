@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
@@ -307,6 +308,39 @@ func (s *Server) Call(ctx context.Context, name string, arguments json.RawMessag
 		return nil, err
 	}
 	return res.(*mcp.CallToolResult), nil
+}
+
+// Invoke runs tool name as Call does and returns its structured content,
+// or the error its envelope carries as a *memgate.Error (an unknown tool is
+// not_found, arguments that are no object invalid_argument). The admin API
+// calls tools this way.
+func (s *Server) Invoke(ctx context.Context, name string, arguments json.RawMessage) (json.RawMessage, error) {
+	if !s.enabled[name] {
+		return nil, &memgate.Error{Code: memgate.CodeNotFound, Message: "no such tool"}
+	}
+	res, err := s.Call(ctx, name, arguments)
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if errors.As(err, &rpc) {
+			return nil, memgate.Invalid("arguments", "the arguments must be a JSON object")
+		}
+		return nil, err
+	}
+	b, ok := res.StructuredContent.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(res.StructuredContent); err != nil {
+			return nil, memgate.Internal("server.invoke", err)
+		}
+	}
+	if !res.IsError {
+		return b, nil
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil || env.Error.Code == "" {
+		return nil, memgate.Internal("server.invoke", errors.New("a tool error without its envelope"))
+	}
+	return nil, &memgate.Error{Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
 }
 
 // Enabled reports whether tool name is served.

@@ -182,6 +182,29 @@ func expiredDocs(tx *bolt.Tx, clock func() int64) []uint64 {
 	return docs
 }
 
+// NextDue returns the earliest time at which Sweep, with retention, has
+// work: the first expiry to come, or the oldest trash entry's end; ok is
+// false when there is none (or the store cannot be read: its next open
+// says why).
+func (s *Store) NextDue(retention time.Duration) (due time.Time, ok bool) {
+	s.readTx("storage.NextDue", func(tx *bolt.Tx) error {
+		first := func(name []byte, after int64) {
+			if b := tx.Bucket(name); b != nil {
+				if k, _ := b.Cursor().First(); len(k) >= 8 {
+					t := time.Unix(0, int64(binary.BigEndian.Uint64(k))+after)
+					if !ok || t.Before(due) {
+						due, ok = t, true
+					}
+				}
+			}
+		}
+		first(bucketExpiry, 0)
+		first(bucketTrashAt, retention.Nanoseconds())
+		return nil
+	})
+	return due, ok
+}
+
 // sweepBatch bounds the memories one sweep transaction deletes, so that a
 // sweep holds the committer — and the writers it groups with — for about
 // as long as a few writes: their texts are analysed before it, outside the

@@ -98,6 +98,7 @@ type Pool struct {
 	lru     *simplelru.LRU[memgate.Namespace, *entry] // opening and open stores
 	closing map[memgate.Namespace]chan struct{}       // stores being closed
 	failed  map[memgate.Namespace]failure             // opens that failed, remembered
+	due     map[memgate.Namespace]time.Time           // closed stores the sweeper has work in, from when
 	closed  bool
 	stop    chan struct{}
 	reaper  sync.WaitGroup
@@ -164,6 +165,7 @@ func NewPool(opts Options) (*Pool, error) {
 	l, _ := simplelru.NewLRU[memgate.Namespace, *entry](1<<30, nil)
 	p := &Pool{opts: opts, root: root, stores: stores, log: log, lru: l,
 		closing: map[memgate.Namespace]chan struct{}{}, failed: map[memgate.Namespace]failure{},
+		due:  map[memgate.Namespace]time.Time{},
 		stop: make(chan struct{})}
 	p.idle = sync.NewCond(&p.mu)
 	meter := opts.Meter
@@ -201,6 +203,15 @@ func NewPool(opts Options) (*Pool, error) {
 func (p *Pool) Lease(ctx context.Context, ns memgate.Namespace) (*storage.Store, func(), error) {
 	s, release, _, err := p.LeaseOpened(ctx, ns)
 	return s, release, err
+}
+
+// Holds reports whether ns's store is open (or opening) in the pool: this
+// process holds its file.
+func (p *Pool) Holds(ns memgate.Namespace) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.lru.Peek(ns)
+	return ok
 }
 
 // LeaseOpened is Lease that also reports whether this lease opened the
@@ -494,6 +505,12 @@ func (p *Pool) checkProject(ns memgate.Namespace, write bool) error {
 // closeEntry closes a store that has left the LRU, then lets waiters for its
 // namespace go on.
 func (p *Pool) closeEntry(e *entry) {
+	due, ok := e.store.NextDue(p.opts.TrashRetention)
+	if ok {
+		p.mu.Lock()
+		p.due[e.ns] = due
+		p.mu.Unlock()
+	}
 	if err := e.store.Close(); err != nil {
 		p.log.Error("store close failed", "op", "tenants.close", "namespace", string(e.ns), "error", err)
 	}

@@ -16,10 +16,12 @@ const DefaultSweepInterval = time.Minute
 // sweep deletes, every Options.SweepInterval, the expired memories of the
 // open stores and the trash entries past Options.TrashRetention. A store
 // leased by a request is swept all the same (a sweep goes through its
-// committer, in transactions of a few hundred memories, like any write);
-// one that is closing, or idle past its time, is left to its next open.
-// A store that opens is swept at the next tick: its expired memories are
-// hidden from every reader meanwhile, not deleted.
+// committer, in transactions of a few hundred memories, like any write).
+// A store this pool closed with such work to come (evicted, idle) is
+// reopened for it once it is due (SweepDue). A store that opens is swept
+// at the next tick: its expired memories are hidden from every reader
+// meanwhile, not deleted. A store no pool of this process has had open
+// (since a restart) is swept when it next opens.
 func (p *Pool) sweep() {
 	t := time.NewTicker(p.opts.SweepInterval)
 	defer t.Stop()
@@ -39,7 +41,56 @@ func (p *Pool) sweep() {
 		case <-t.C:
 		}
 		p.SweepOpen(ctx)
+		p.SweepDue(ctx)
 	}
+}
+
+// now is the stores' clock (Options.Store.Now), or the time.
+func (p *Pool) now() time.Time {
+	if p.opts.Store.Now != nil {
+		return p.opts.Store.Now()
+	}
+	return time.Now()
+}
+
+// SweepDue opens, sweeps and releases each store this pool closed whose
+// sweep has come due, and returns how many expired memories and trash
+// entries it deleted. One it cannot open now (every slot leased, say) is
+// tried again at the next tick.
+func (p *Pool) SweepDue(ctx context.Context) (expired, purged int) {
+	now := p.now()
+	var due []memgate.Namespace
+	p.mu.Lock()
+	for ns, t := range p.due {
+		if _, open := p.lru.Peek(ns); open {
+			delete(p.due, ns) // the sweep of the open stores has it
+		} else if !t.After(now) {
+			due = append(due, ns)
+		}
+	}
+	p.mu.Unlock()
+	for _, ns := range due {
+		select {
+		case <-p.stop:
+			return expired, purged
+		default:
+		}
+		_, release, err := p.LeaseRead(ctx, ns)
+		if err != nil {
+			p.log.Warn("sweep of a closed store put off", "op", "tenants.sweep", "error", err)
+			continue
+		}
+		p.mu.Lock()
+		delete(p.due, ns) // closing it again records what is still to come
+		p.mu.Unlock()
+		e, tr, err := p.sweepOne(ctx, ns)
+		release()
+		expired, purged = expired+e, purged+tr
+		if err != nil {
+			p.log.Warn("sweep failed", "op", "tenants.sweep", "error", err)
+		}
+	}
+	return expired, purged
 }
 
 // SweepOpen sweeps every open store once (see sweep) and returns how many

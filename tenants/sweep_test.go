@@ -91,3 +91,64 @@ func TestSweeperRunsEveryInterval(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A store the pool closed (evicted for another) with memories still to
+// expire and trash still to purge is reopened and swept once they are due.
+func TestSweeperReopensClosedStoresWhenDue(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC).UnixNano())
+	var opts Options
+	opts.Store.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	opts.MaxStores = 1
+	opts.TrashRetention = time.Hour
+	p := newPool(t, opts)
+	ctx := context.Background()
+	s, release, err := p.Lease(ctx, "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []memgate.Write{{Text: "brief", TTL: time.Minute}, {ID: "gone", Text: "forgotten"}} {
+		if _, _, err := s.Put(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	// Another namespace takes the one slot: "early" is closed.
+	_, release, err = p.Lease(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if p.Holds("early") {
+		t.Fatal("early is still open")
+	}
+	if e, tr := p.SweepDue(ctx); e != 0 || tr != 0 {
+		t.Fatalf("swept %d, %d before anything was due", e, tr)
+	}
+	now.Add(int64(time.Minute))
+	if e, tr := p.SweepDue(ctx); e != 1 || tr != 0 {
+		t.Fatalf("swept %d expired, %d trash; want 1 and 0", e, tr)
+	}
+	// Reopened for the sweep, it was closed again (for "late", say) with
+	// its trash still to purge.
+	_, release, err = p.Lease(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	now.Add(int64(time.Hour))
+	if e, tr := p.SweepDue(ctx); e != 0 || tr != 1 {
+		t.Fatalf("swept %d expired, %d trash; want 0 and 1", e, tr)
+	}
+	_, release, err = p.Lease(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if e, tr := p.SweepDue(ctx); e != 0 || tr != 0 {
+		t.Fatalf("swept %d, %d with nothing left", e, tr)
+	}
+}

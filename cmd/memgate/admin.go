@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/admin"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
@@ -34,6 +38,21 @@ func leaseStore(ctx context.Context, pool *tenants.Pool, ns memgate.Namespace) (
 	return st, release, true, nil
 }
 
+// adminMayUse says whether the admin principal of r may act on ns: a
+// credential that names namespaces (a tokens file's line, a token's claim)
+// only on those; one that names its own namespace alone only on that one;
+// any other (MEMGATE_ADMIN_TOKEN, the control socket's user) on every one.
+func adminMayUse(r *http.Request, ns memgate.Namespace) bool {
+	p := server.PrincipalFrom(r.Context())
+	switch {
+	case p == nil:
+		return true
+	case len(p.Namespaces) > 0:
+		return p.MayUse(string(ns))
+	}
+	return p.Namespace == "" || p.Namespace == string(ns)
+}
+
 // storeStats is the stats of GET namespaces/{ns}: zeros for a namespace
 // without a store.
 type storeStats struct {
@@ -41,7 +60,7 @@ type storeStats struct {
 	memgate.StoreStats
 }
 
-func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
+func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slog.Logger) admin.Ops {
 	stats := func(ctx context.Context, ns memgate.Namespace) (storeStats, error) {
 		st, release, ok, err := leaseStore(ctx, pool, ns)
 		if err != nil || !ok {
@@ -72,12 +91,21 @@ func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
 			}
 			page := admin.NamespacePage{NextCursor: next, Namespaces: make([]admin.NamespaceInfo, 0, len(ents))}
 			for _, e := range ents {
+				info := admin.NamespaceInfo{Namespace: string(e.Namespace), Open: e.Open}
 				s, err := stats(ctx, e.Namespace)
-				if err != nil {
-					return admin.NamespacePage{}, err
+				switch {
+				case ctx.Err() != nil:
+					return admin.NamespacePage{}, ctx.Err()
+				case err != nil:
+					// One store that cannot be read (damaged, held
+					// elsewhere) is that namespace's problem, not the list's.
+					info.Error = memgate.ErrorCode(err)
+					log.Warn("a namespace's store cannot be read", "op", "admin.namespaces",
+						"namespace", string(e.Namespace), "code", string(info.Error))
+				default:
+					info.Count, info.Bytes, info.StoreBytes = s.Count, s.Bytes, s.StoreBytes
 				}
-				page.Namespaces = append(page.Namespaces, admin.NamespaceInfo{Namespace: string(e.Namespace),
-					Count: s.Count, Bytes: s.Bytes, StoreBytes: s.StoreBytes, Open: e.Open})
+				page.Namespaces = append(page.Namespaces, info)
 			}
 			return page, nil
 		},
@@ -191,5 +219,12 @@ func adminOps(pool *tenants.Pool, dataDir string) admin.Ops {
 			})
 		},
 		Erase: pool.Erase,
+		Tool: func(ctx context.Context, ns memgate.Namespace, tool string, args json.RawMessage) (json.RawMessage, error) {
+			p := memgate.Principal{Namespace: string(ns)}
+			if caller := server.PrincipalFrom(ctx); caller != nil {
+				p.Subject = caller.Subject
+			}
+			return tools.Invoke(server.WithPrincipal(ctx, &p), tool, args)
+		},
 	}
 }

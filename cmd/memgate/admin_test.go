@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -88,7 +89,7 @@ func TestAdminRoutesNeedTheAdminScope(t *testing.T) {
 			s := serveHTTP(t, m.env, append([]string{"--data-dir", t.TempDir()}, m.args...)...)
 			base := strings.TrimSuffix(s.url, "/mcp")
 			for _, r := range admin.Routes() {
-				path := strings.NewReplacer("{ns}", "team-a", "{id}", "none").Replace(r[1])
+				path := strings.NewReplacer("{ns}", "team-a", "{id}", "none", "{tool}", "search").Replace(r[1])
 				if code, _ := adminCall(t, base, r[0], path, "", nil); code != 401 {
 					t.Errorf("%s %s without a token: %d", r[0], path, code)
 				}
@@ -186,4 +187,220 @@ func TestSecondHTTPServerRefusesToStart(t *testing.T) {
 	<-first.done
 	first.done <- nil
 	serveHTTP(t, env{}, "--data-dir", dir)
+}
+
+// The admin API runs the tools on the path's namespace as tools/call would,
+// writing directly even in candidate mode: an edit with the version read
+// wins once and conflicts after, a forget goes to the trash, and the audit
+// log names the tool but holds no text, id or query.
+func TestAdminToolsCurateAMemory(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", dir, "--write-mode", "candidate",
+		"--trash-retention", "1h", "--audit-log", audit)
+	base := strings.TrimSuffix(s.url, "/mcp")
+	tool := func(name, args string) (int, map[string]any) {
+		t.Helper()
+		code, body := adminCall(t, base, "POST", "namespaces/team-a/tools/"+name, adminToken, strings.NewReader(args))
+		var v map[string]any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatalf("%s: %d %q", name, code, body)
+		}
+		return code, v
+	}
+	if code, v := tool("remember", `{"id":"pref-editor","text":"Ana prefers Helix","tags":["ana"]}`); code != 200 || v["created"] != true {
+		t.Fatalf("remember %d %v", code, v)
+	}
+	code, v := tool("get", `{"id":"pref-editor"}`)
+	if code != 200 {
+		t.Fatalf("get %d %v", code, v)
+	}
+	version := v["memory"].(map[string]any)["version"].(float64)
+	edit := fmt.Sprintf(`{"id":"pref-editor","text":"Ana prefers Zed","tags":["ana"],"if_version":%d}`, int(version))
+	if code, v = tool("remember", edit); code != 200 {
+		t.Fatalf("the edit %d %v", code, v)
+	}
+	if code, v = tool("remember", edit); code != 409 || v["error"].(map[string]any)["code"] != "version_conflict" {
+		t.Fatalf("the same edit again %d %v", code, v)
+	}
+	if code, v = tool("search", `{"query":"zed"}`); code != 200 || len(v["hits"].([]any)) != 1 {
+		t.Fatalf("search %d %v", code, v)
+	}
+	if code, v = tool("search", `{"query":"zed","namespace":"team-b"}`); code != 400 {
+		t.Fatalf("a namespace argument %d %v", code, v)
+	}
+	if code, v = tool("export", ``); code != 404 {
+		t.Fatalf("export as a tool %d %v", code, v)
+	}
+	if code, v = tool("forget", `{"id":"pref-editor"}`); code != 200 || v["forgotten"] != true {
+		t.Fatalf("forget %d %v", code, v)
+	}
+	if code, body := adminCall(t, base, "GET", "namespaces/team-a/trash", adminToken, nil); code != 200 || !strings.Contains(body, "Ana prefers Zed") {
+		t.Fatalf("trash %d %s", code, body)
+	}
+	if code, v = tool("remember", `[1]`); code != 400 {
+		t.Fatalf("arguments that are no object %d %v", code, v)
+	}
+	if code, v = tool("secretword", `{}`); code != 404 {
+		t.Fatalf("a tool that is none %d %v", code, v)
+	}
+	// Through the control socket too: the stats and the purge of the trash.
+	mg(t, env{}, "", "stats", "--data-dir", dir, "--namespace", "team-a").ok(t)
+	mg(t, env{}, "", "trash", "purge", "--data-dir", dir, "--namespace", "team-a").ok(t)
+	s.stop()
+	<-s.done
+	s.done <- nil
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`"op":"admin.tool remember"`, `"op":"admin.tool search"`, `"op":"admin.tool",`,
+		`"subject":"local","namespace":"team-a","op":"admin.stats","code":"ok"`,
+		`"subject":"local","namespace":"team-a","op":"admin.trash.purge","code":"ok"`} {
+		if !strings.Contains(string(b), line) {
+			t.Fatalf("the audit log has no %s: %s", line, b)
+		}
+	}
+	for _, secret := range []string{"Helix", "Zed", "pref-editor", "zed", "secretword", adminToken} {
+		if strings.Contains(string(b), secret) || strings.Contains(s.stderr.String(), secret) {
+			t.Fatalf("%q reached the audit log or the log", secret)
+		}
+	}
+}
+
+// --console serves the page only beside the admin API, and only over HTTP.
+func TestConsoleIsServedBesideTheAdminAPI(t *testing.T) {
+	page := func(s *servedHTTP) int {
+		resp, err := http.Get(strings.TrimSuffix(s.url, "/mcp") + "/console/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := page(serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--console")); code != 200 {
+		t.Fatalf("with --console: %d", code)
+	}
+	if code := page(serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir())); code != 404 {
+		t.Fatalf("without --console: %d", code)
+	}
+	mg(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "", "serve", "--data-dir", t.TempDir(), "--console").
+		fails(t, 2, "--console: the console is a page of the HTTP gateway")
+}
+
+// An admin credential that names namespaces acts on those alone; refusals
+// before a route are the admin API's JSON; a damaged store is one entry of
+// the list, not the list's failure; MEMGATE_TOKEN alone makes no admin API.
+func TestAdminAPIEdges(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(t.TempDir(), "tokens.jsonl")
+	sum := sha256.Sum256([]byte("team-a-admin-0123456789"))
+	os.WriteFile(tokens, []byte(fmt.Sprintf(`{"sha256":"%s","subject":"ops-a","scopes":["memory:admin"],"namespaces":["team-a"]}`+"\n",
+		hex.EncodeToString(sum[:]))), 0o600)
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", dir, "--tokens-file", tokens)
+	base := strings.TrimSuffix(s.url, "/mcp")
+	for _, ns := range []string{"team-a", "team-b"} {
+		if code, body := adminCall(t, base, "POST", "namespaces/"+ns+"/tools/remember", adminToken, strings.NewReader(`{"text":"a memory of `+ns+`"}`)); code != 200 {
+			t.Fatalf("%s: %d %s", ns, code, body)
+		}
+	}
+	const scoped = "team-a-admin-0123456789"
+	if code, body := adminCall(t, base, "DELETE", "namespaces/team-b", scoped, nil); code != 403 || !strings.Contains(body, `"forbidden"`) {
+		t.Fatalf("erasing another namespace: %d %s", code, body)
+	}
+	if code, body := adminCall(t, base, "POST", "namespaces/team-b/tools/search", scoped, strings.NewReader(`{"query":"memory"}`)); code != 403 {
+		t.Fatalf("searching another namespace: %d %s", code, body)
+	}
+	if code, body := adminCall(t, base, "GET", "namespaces", scoped, nil); code != 200 || !strings.Contains(body, "team-a") || strings.Contains(body, "team-b") {
+		t.Fatalf("the list: %d %s", code, body)
+	}
+	if code, body := adminCall(t, base, "GET", "namespaces/team-a/export", scoped, nil); code != 200 || !strings.Contains(body, "team-a") {
+		t.Fatalf("its own namespace: %d %s", code, body)
+	}
+	// Refused before any route: JSON too.
+	for token, want := range map[string]int{"": 401, "not-a-token-0123456789": 401} {
+		code, body := adminCall(t, base, "GET", "namespaces", token, nil)
+		var v struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if code != want || json.Unmarshal([]byte(body), &v) != nil || v.Error.Code != "forbidden" {
+			t.Fatalf("token %q: %d %s", token, code, body)
+		}
+	}
+	// A damaged store: the list names it, with its code, and goes on.
+	os.MkdirAll(filepath.Join(dir, "stores", "0broken"), 0o700)
+	os.WriteFile(filepath.Join(dir, "stores", "0broken", "memgate.db"), bytes.Repeat([]byte("damaged!"), 5000), 0o600)
+	code, body := adminCall(t, base, "GET", "namespaces", adminToken, nil)
+	if code != 200 || !strings.Contains(body, `"namespace":"0broken","count":0,"bytes":0,"store_bytes":0,"open":false,"error":"unavailable"`) ||
+		!strings.Contains(body, `"namespace":"team-b","count":1`) {
+		t.Fatalf("the list with a damaged store: %d %s", code, body)
+	}
+
+	// MEMGATE_TOKEN alone: no credential can be an admin's, so no API.
+	only := serveHTTP(t, env{"MEMGATE_TOKEN": "user-token-0123456789"}, "--data-dir", t.TempDir())
+	if code, _ := adminCall(t, strings.TrimSuffix(only.url, "/mcp"), "GET", "namespaces", "user-token-0123456789", nil); code != 404 {
+		t.Fatalf("MEMGATE_TOKEN alone: %d", code)
+	}
+	mg(t, env{"MEMGATE_TOKEN": "user-token-0123456789"}, "", "serve", "--transport", "http", "--data-dir", t.TempDir(), "--console").
+		fails(t, 2, "--console: the console signs in with an admin credential")
+	mg(t, env{"MEMGATE_ADMIN_TOKEN": "short"}, "", "serve", "--transport", "http", "--data-dir", t.TempDir()).
+		fails(t, 2, "memgate: MEMGATE_ADMIN_TOKEN must be at least 16 characters")
+}
+
+// Whole-store transfers hold the stream cap; the other admin requests and
+// the console's files hold the in-flight cap, as MCP calls do.
+func TestTransfersAloneHoldTheStreamCap(t *testing.T) {
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--max-streams", "1", "--console")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", base+admin.Prefix+"namespaces/team-a/import", pr)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	pw.Write([]byte(`{"memgate_export":1}` + "\n"))
+	// The import holds the one stream slot while its body comes.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := adminCall(t, base, "GET", "namespaces/team-a/export", adminToken, nil)
+		if code == 503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the import holds no stream slot: export %d", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := adminCall(t, base, "GET", "namespaces", adminToken, nil); code != 200 {
+		t.Fatalf("a plain GET while the stream slot is taken: %d %s", code, body)
+	}
+	resp, err := http.Get(base + "/console/console.js")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the console's script while the stream slot is taken: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	pw.Close()
+	<-done
+}
+
+// The console's answers to any method carry its policy.
+func TestConsoleRefusesOtherMethodsUnderItsPolicy(t *testing.T) {
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--console")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	for _, m := range []string{"POST", "PUT", "DELETE", "OPTIONS"} {
+		req, _ := http.NewRequest(m, base+"/console/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Fatalf("%s: %d %v", m, resp.StatusCode, resp.Header)
+		}
+	}
 }

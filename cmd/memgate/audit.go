@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -159,6 +160,9 @@ func (l *auditLog) close() {
 func (l *auditLog) auditAdmin(a admin.Action) {
 	e := auditEntry{Time: time.Now().UTC(), Op: a.Op, Namespace: string(a.Namespace), Code: string(a.Code),
 		DurationMS: durationMS(a.Duration)}
+	if toolName(a.Tool) {
+		e.Op += " " + a.Tool
+	}
 	if p := server.PrincipalFrom(a.Request.Context()); p != nil {
 		e.Subject = p.Subject
 	}
@@ -223,18 +227,10 @@ func resultCode(res mcp.Result, err error) string {
 	return string(memgate.CodeInternal)
 }
 
-// toolName reports whether a called name looks like a tool's (lower-case
-// letters and _, at most 32): a name a client made up is left out.
+// toolName reports whether a called name is one of memgate's tools (the
+// benchmark build's noop among them): a name a client made up is left out.
 func toolName(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 'a' || c > 'z') && c != '_' {
-			return false
-		}
-	}
-	return true
+	return slices.Contains(server.ToolNames, s) || s == "noop"
 }
 
 // toolMiddleware is the middleware the servers of the run wrap their

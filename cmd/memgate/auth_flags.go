@@ -214,10 +214,8 @@ func (a *app) authenticator() (*authSetup, error) {
 	token, adminToken := getenv(envStaticToken), getenv(envAdminToken)
 	var static *auth.StaticTokens
 	if token != "" || f.TokensFile != "" || adminToken != "" {
-		if token != "" {
-			if err := auth.CheckStaticToken(token); err != nil {
-				return nil, usageError{err}
-			}
+		if err := auth.CheckEnvTokens(token, adminToken); err != nil {
+			return nil, usageError{err}
 		}
 		st, err := auth.NewStaticTokens(auth.StaticOptions{Token: token, File: f.TokensFile, AllScopes: scopes,
 			AdminToken: adminToken, AdminScope: f.AdminScope, Logger: a.log})
@@ -261,7 +259,9 @@ func (a *app) authenticator() (*authSetup, error) {
 		}
 		opts.Verifier, setup.Mode, issuer, resource = in, "oauth", f.OAuthIssuer, f.OAuthResource
 	}
-	if static != nil || opts.Verifier != nil {
+	// An admin API only where a credential can carry the admin scope: not
+	// for MEMGATE_TOKEN alone, which never does.
+	if adminToken != "" || f.TokensFile != "" || opts.Verifier != nil {
 		defer func() {
 			if setup == nil {
 				return

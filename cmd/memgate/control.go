@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -20,33 +23,65 @@ import (
 	"github.com/memgate/memgate/tenants"
 )
 
-// A data folder served over HTTP holds two files of the server that
-// serves it:
+// A data folder holds these files of the servers that serve it:
 //
-//   - http.lock, locked (flock) for as long as the server runs: a second
-//     `serve --transport http` on the folder refuses to start with one
-//     line, instead of reporting ready and failing every call of the
+//   - http.lock, locked (flock) for as long as an HTTP server runs: a
+//     second `serve --transport http` on the folder refuses to start with
+//     one line, instead of reporting ready and failing every call of the
 //     stores the first one holds. Stdio servers do not take it: two
 //     editors on two projects share a data folder, each with its own
 //     namespace.
-//   - control.sock, the control socket (mode 0600; a peer of another user
-//     is closed before anything is read): the admin API without tokens,
-//     for the store commands of the same user. When a store command finds
-//     its store held (store_locked), it does its work through the socket,
-//     with the same output.
+//   - control.sock, the HTTP server's control socket, and control/PID-RANDOM.sock,
+//     one per stdio server (mode 0600; a peer of another user is closed
+//     before anything is read): the admin API without tokens, for the store
+//     commands of the same user. When a store command finds its store held
+//     (store_locked), it asks each socket whether its server holds the
+//     store and does its work through the one that does, with the same
+//     output. A stdio server's socket answers for the stores it holds
+//     only.
 const (
 	httpLockFile  = "http.lock"
 	controlSocket = "control.sock"
+	controlDir    = "control"
 )
 
 // errServedOverHTTP is the one line a second HTTP server on a data folder
 // stops with.
 var errServedOverHTTP = errors.New("--data-dir: another memgate already serves this data folder over HTTP; stop it, or serve another --data-dir")
 
-// serveControl serves h on the data folder's control socket until ctx
-// ends. The lock is held, so a socket file left there is a dead server's.
-func (a *app) serveControl(ctx context.Context, h http.Handler) (func(), error) {
-	path := filepath.Join(a.cfg.DataDir, controlSocket)
+// stdioSocket is a control socket path of a stdio server of this process:
+// its pid and a random part (tests run several servers in one process).
+func (a *app) stdioSocket() string {
+	return filepath.Join(a.cfg.DataDir, controlDir, strconv.Itoa(os.Getpid())+"-"+rand.Text()[:8]+".sock")
+}
+
+// startControl serves the control socket at path on pool until the
+// command ends (the returned function stops it); onlyHeld limits it to the
+// stores pool holds. Without a socket (a data folder whose path is too long
+// for one, say) the server still serves, and store commands on its stores
+// answer store_locked, as before.
+func (a *app) startControl(pool *tenants.Pool, path string, onlyHeld bool) func() {
+	stats, err := a.controlServer(pool)
+	if err == nil {
+		var tools *server.Server
+		if tools, err = a.adminServer(pool); err == nil {
+			var stop func()
+			if stop, err = a.serveControl(a.ctx, path, a.controlHandler(pool, stats, tools, onlyHeld)); err == nil {
+				return stop
+			}
+		}
+	}
+	a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
+	return func() {}
+}
+
+// serveControl serves h on the control socket at path until ctx ends. The
+// path is this server's alone (the HTTP lock is held, or it names this
+// process), so a socket file left there is a dead server's.
+func (a *app) serveControl(ctx context.Context, path string, h http.Handler) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("the control socket: %w", err)
+	}
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -106,61 +141,86 @@ func samePeer(peer, uid int) error {
 }
 
 // controlHandler is the admin API on pool with the routes only the store
-// commands use: the stats tool's answer, and purging the trash.
-func (a *app) controlHandler(pool *tenants.Pool, stats *server.Server) http.Handler {
+// commands use: whether this server holds a store, the stats tool's
+// answer, and purging the trash. With onlyHeld, a request for a store the
+// pool does not hold is store_locked: it is another server's, or nobody's.
+func (a *app) controlHandler(pool *tenants.Pool, stats, tools *server.Server, onlyHeld bool) http.Handler {
 	local := &memgate.Principal{Subject: "local"} // the server's own user (the peer check)
-	// The local user's own files: an import through the socket is not bounded.
-	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log,
-		Extra: map[string]http.HandlerFunc{
-			"GET /control/v1/stats/{ns}": func(w http.ResponseWriter, r *http.Request) {
-				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
-				if err != nil {
-					admin.WriteError(w, err)
-					return
+	var audit func(admin.Action)
+	if a.audit != nil {
+		audit = a.audit.auditAdmin
+	}
+	// route is one of the socket's own routes on {ns}: fn's answer as JSON,
+	// or its error; audited as op like the admin routes.
+	route := func(op string, fn func(r *http.Request, ns memgate.Namespace) (any, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
+			var v any
+			if err == nil {
+				v, err = fn(r, ns)
+			}
+			var b []byte
+			if err == nil {
+				if b, err = encodeJSON(v); err != nil {
+					err = memgate.Internal(op, err)
 				}
-				ctx := server.WithPrincipal(r.Context(), &memgate.Principal{Subject: "control", Namespace: string(ns)})
-				res, err := stats.Call(ctx, server.ToolStats, []byte("{}"))
-				if err == nil {
-					err = resultError(res)
-				}
-				if err != nil {
-					var te *toolError
-					if errors.As(err, &te) {
-						err = &memgate.Error{Code: te.Code, Message: te.Message}
-					}
-					admin.WriteError(w, err)
-					return
-				}
+			}
+			if err != nil {
+				admin.WriteError(w, err)
+			} else {
 				w.Header().Set("Content-Type", "application/json")
-				b, _ := encodeJSON(res.StructuredContent)
+				w.Write(b)
+			}
+			if audit != nil {
+				audit(admin.Action{Op: op, Namespace: ns, Code: memgate.ErrorCode(err), Duration: time.Since(start), Request: r})
+			}
+		}
+	}
+	// The local user's own files: an import through the socket is not bounded.
+	o := admin.Options{MaxImportBytes: 1 << 62, Logger: a.log, Audit: audit,
+		Extra: map[string]http.HandlerFunc{
+			"GET /control/v1/holds/{ns}": func(w http.ResponseWriter, r *http.Request) {
+				b, _ := encodeJSON(map[string]bool{"holds": pool.Holds(memgate.Namespace(r.PathValue("ns")))})
+				w.Header().Set("Content-Type", "application/json")
 				w.Write(b)
 			},
-			"POST /control/v1/trash/{ns}/purge": func(w http.ResponseWriter, r *http.Request) {
-				ns, err := memgate.ParseNamespace("namespace", r.PathValue("ns"))
-				if err == nil {
-					var n int
-					st, release, ok, lerr := leaseStore(r.Context(), pool, ns)
-					if err = lerr; err == nil && ok {
-						n, err = st.EmptyTrash(r.Context())
-						release()
-					}
-					if err == nil {
-						b, _ := encodeJSON(map[string]any{"purged": n})
-						w.Header().Set("Content-Type", "application/json")
-						w.Write(b)
-						return
-					}
+			"GET /control/v1/stats/{ns}": route("admin.stats", func(r *http.Request, ns memgate.Namespace) (any, error) {
+				ctx := server.WithPrincipal(r.Context(), &memgate.Principal{Subject: "control", Namespace: string(ns)})
+				return stats.Invoke(ctx, server.ToolStats, []byte("{}"))
+			}),
+			"POST /control/v1/trash/{ns}/purge": route("admin.trash.purge", func(r *http.Request, ns memgate.Namespace) (any, error) {
+				st, release, ok, err := leaseStore(r.Context(), pool, ns)
+				if err != nil || !ok {
+					return map[string]any{"purged": 0}, err
 				}
-				admin.WriteError(w, err)
-			},
+				defer release()
+				n, err := st.EmptyTrash(r.Context())
+				return map[string]any{"purged": n}, err
+			}),
 		}}
-	if a.audit != nil {
-		o.Audit = a.audit.auditAdmin
-	}
-	h := admin.Handler(adminOps(pool, a.cfg.DataDir), o)
+	h := admin.Handler(adminOps(pool, a.cfg.DataDir, tools, a.log), o)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ns, ok := controlNamespace(r.URL.Path); ok && onlyHeld && !pool.Holds(ns) {
+			admin.WriteError(w, errNotHeld)
+			return
+		}
 		h.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), local)))
 	})
+}
+
+var errNotHeld = &memgate.Error{Code: memgate.CodeStoreLocked, Message: "this server does not hold that store"}
+
+// controlNamespace is the namespace a control request works on, if any
+// (not for the question whether a store is held).
+func controlNamespace(path string) (memgate.Namespace, bool) {
+	for _, prefix := range []string{admin.Prefix + "namespaces/", "/control/v1/stats/"} {
+		if rest, ok := strings.CutPrefix(path, prefix); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			return memgate.Namespace(name), true
+		}
+	}
+	return "", false
 }
 
 // controlServer is the MCP server the control socket's stats route calls:
@@ -176,16 +236,11 @@ type remote struct {
 }
 
 // heldStore runs direct; when it fails because a running server holds the
-// store and that server's control socket answers, it runs through instead,
-// on the namespace the command would have used.
+// store, it runs through instead, on the namespace the command would have
+// used, through the control socket of the server that holds the store.
 func (a *app) heldStore(direct func() error, through func(r *remote, ns memgate.Namespace) error) error {
 	err := direct()
-	var te *toolError // the tools' own failure
-	if memgate.ErrorCode(err) != memgate.CodeStoreLocked && !(errors.As(err, &te) && te.Code == memgate.CodeStoreLocked) {
-		return err
-	}
-	path := filepath.Join(a.cfg.DataDir, controlSocket)
-	if _, serr := os.Stat(path); serr != nil {
+	if !storeLocked(err) {
 		return err
 	}
 	res, _, rerr := a.resolver()
@@ -196,13 +251,73 @@ func (a *app) heldStore(direct func() error, through func(r *remote, ns memgate.
 	if rerr != nil {
 		return err
 	}
-	r := &remote{hc: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		}}}}
+	r := a.holder(ns)
+	if r == nil {
+		// The holder may have let the store go meanwhile (its idle timeout).
+		if err = direct(); !storeLocked(err) {
+			return err
+		}
+		if r = a.holder(ns); r == nil {
+			return err
+		}
+	}
 	a.log.Info("store held by a running server: through its control socket", "op", "cmd.control", "namespace", string(ns))
 	return through(r, ns)
+}
+
+// storeLocked reports whether err says a store is held by another process.
+func storeLocked(err error) bool {
+	var te *toolError // the tools' own failure
+	return memgate.ErrorCode(err) == memgate.CodeStoreLocked || errors.As(err, &te) && te.Code == memgate.CodeStoreLocked
+}
+
+// holder returns a client of the control socket of the server that holds
+// ns's store: the HTTP server's, or a stdio server's; nil when none says it
+// does. A stdio server's socket that nobody listens on any more is a dead
+// server's, and goes.
+func (a *app) holder(ns memgate.Namespace) *remote {
+	paths := []string{filepath.Join(a.cfg.DataDir, controlSocket)}
+	stdio, _ := filepath.Glob(filepath.Join(a.cfg.DataDir, controlDir, "*.sock"))
+	for _, path := range append(paths, stdio...) {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		r := &remote{hc: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			}}}}
+		var held struct {
+			Holds bool `json:"holds"`
+		}
+		err := r.get(a.ctx, "/control/v1/holds/"+string(ns), &held)
+		if errors.Is(err, syscall.ECONNREFUSED) && path != paths[0] {
+			os.Remove(path)
+		}
+		if err == nil && held.Holds {
+			return r
+		}
+	}
+	return nil
+}
+
+// get decodes the JSON answer of a GET of path into v.
+func (r *remote) get(ctx context.Context, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://memgate"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("control socket answered %d", resp.StatusCode)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<10)).Decode(v)
 }
 
 // do sends a request and returns the response of a success; an error

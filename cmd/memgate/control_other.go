@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package main
 
@@ -7,7 +7,7 @@ import (
 	"net"
 )
 
-// peerUID is known on Linux only: elsewhere the control socket refuses
+// peerUID is known on Linux and macOS only: elsewhere the control socket refuses
 // every peer, and a store held by a running server stays store_locked.
 func peerUID(*net.UnixConn) (int, error) {
 	return 0, errors.New("the control socket checks its peer on Linux only")

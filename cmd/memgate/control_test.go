@@ -125,3 +125,65 @@ func TestControlSocketRefusesAnotherUser(t *testing.T) {
 		t.Fatal("a peer of another uid was accepted")
 	}
 }
+
+// A stdio server listens on a control socket of its own: the store
+// commands work on the store it holds through it, while a second stdio
+// server of another namespace in the same folder answers for its own
+// store only; a dead server's socket is cleared away.
+func TestStoreCommandsThroughAStdioServer(t *testing.T) {
+	dir := t.TempDir()
+	a := serve(t, t.Context(), env{}, "--data-dir", dir, "--namespace", "proj-a")
+	b := serve(t, t.Context(), env{}, "--data-dir", dir, "--namespace", "proj-b")
+	a.call(t, "remember", map[string]any{"id": "a1", "text": "a memory of project a"})
+	b.call(t, "remember", map[string]any{"id": "b1", "text": "a memory of project b"})
+	socks, _ := filepath.Glob(filepath.Join(dir, controlDir, "*.sock"))
+	if len(socks) != 2 {
+		t.Fatalf("sockets %v", socks)
+	}
+	for _, s := range socks {
+		if fi, err := os.Stat(s); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", s, fi, err)
+		}
+	}
+	// A socket file nobody listens on: a server that died.
+	dead := filepath.Join(dir, controlDir, "1-deadbeef.sock")
+	ln, err := net.Listen("unix", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--namespace", "proj-a", "x").fails(t, 1, "store_locked")
+	for ns, text := range map[string]string{"proj-a": "a memory of project a", "proj-b": "a memory of project b"} {
+		out := mg(t, env{}, "", "export", "--data-dir", dir, "--namespace", ns)
+		if out.code != 0 || !strings.Contains(out.stdout, text) || strings.Count(out.stdout, "\n") != 2 {
+			t.Fatalf("export of %s: %d %q %q", ns, out.code, out.stdout, out.stderr)
+		}
+		if st := mg(t, env{}, "", "stats", "--data-dir", dir, "--namespace", ns).ok(t); st["count"] != 1.0 {
+			t.Fatalf("stats of %s: %v", ns, st)
+		}
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Fatalf("the dead server's socket is still there: %v", err)
+	}
+	backup := filepath.Join(t.TempDir(), "b.db")
+	mg(t, env{}, "", "backup", "--data-dir", dir, "--namespace", "proj-b", backup).ok(t)
+	restored := t.TempDir()
+	os.MkdirAll(filepath.Join(restored, "stores", "proj-b"), 0o700)
+	if b, err := os.ReadFile(backup); err != nil || os.WriteFile(filepath.Join(restored, "stores", "proj-b", "memgate.db"), b, 0o600) != nil {
+		t.Fatal(err)
+	}
+	if st := mg(t, env{}, "", "stats", "--data-dir", restored, "--namespace", "proj-b").ok(t); st["count"] != 1.0 {
+		t.Fatalf("the backup through a stdio server: %v", st)
+	}
+	// Once a server has stopped, its socket is gone and its store is free.
+	a.stdin.Close()
+	if err := a.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, controlDir, "*.sock")); len(socks) != 1 {
+		t.Fatalf("sockets after a stop: %v", socks)
+	}
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--namespace", "proj-a", "written directly").ok(t)
+}

@@ -32,6 +32,7 @@ type httpFlags struct {
 	RateLimit         float64       `name:"rate-limit" default:"0" placeholder:"N" help:"Requests per second each principal may send (its subject; its address without auth); past it 429 with Retry-After (0: off)."`
 	RateBurst         int           `name:"rate-burst" default:"0" placeholder:"N" help:"Requests a principal may send at once before --rate-limit applies (default: --rate-limit, rounded up)."`
 	MaxImportBytes    int64         `name:"max-import-bytes" default:"1073741824" placeholder:"BYTES" help:"Largest body of an admin import (413 beyond it); the import streams, whatever its size."`
+	Console           bool          `name:"console" help:"Serve the web console at /console/, for administrators (needs MEMGATE_ADMIN_TOKEN or an auth mode whose tokens can carry the memory:admin scope)."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" placeholder:"DURATION" help:"Time requests in progress get to finish at shutdown."`
 }
 

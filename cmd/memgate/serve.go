@@ -50,6 +50,9 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 	if c.NamespaceStrategy == string(tenants.Token) && f.Transport != "http" {
 		bad("namespace-strategy", "token takes the namespace from an authenticated caller: it needs --transport http and an auth mode (MEMGATE_TOKEN, --tokens-file, --jwt-* or --oauth-*)")
 	}
+	if f.HTTP.Console && f.Transport != "http" {
+		bad("console", "the console is a page of the HTTP gateway: it needs --transport http")
+	}
 	if f.MaxStores < 1 {
 		bad("max-stores", "must be at least 1")
 	}
@@ -125,6 +128,7 @@ func (c *serveCmd) Run(a *app) error {
 			return err
 		}
 		release()
+		defer a.startControl(pool, a.stdioSocket(), true)()
 		return a.serveStdio(srv, ns)
 	})
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/memgate/memgate/server/admin"
+	"github.com/memgate/memgate/server/console"
 	"github.com/memgate/memgate/server/gateway"
 	"github.com/memgate/memgate/tenants"
 )
@@ -33,6 +35,9 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 			return usageError{errors.New("--bind: serving other machines needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
 		}
 	}
+	if f.Console && setup.Admin == nil {
+		return usageError{errors.New("--console: the console signs in with an admin credential: set MEMGATE_ADMIN_TOKEN, or an auth mode (--tokens-file, JWT, OAuth) whose tokens can carry the memory:admin scope")}
+	}
 	if r.Strategy == tenants.Token && setup.Auth == nil {
 		return usageError{errors.New("--namespace-strategy: token needs an auth mode (MEMGATE_TOKEN, --tokens-file, JWT or OAuth)")}
 	}
@@ -54,12 +59,19 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	}
 	opts.MaxResponseBytes = int64(a.cfg.MaxResponseBytes) // a batch's answers together, as one answer's
 	if setup.Admin != nil {
-		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log}
+		tools, err := a.adminServer(pool)
+		if err != nil {
+			return err
+		}
+		ao := admin.Options{MaxImportBytes: f.MaxImportBytes, Logger: a.log, MayUse: adminMayUse}
 		if a.audit != nil {
 			ao.Audit = a.audit.auditAdmin
 		}
-		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir), ao)
+		opts.Admin = admin.Handler(adminOps(pool, a.cfg.DataDir, tools, a.log), ao)
 		opts.AdminAuth = setup.Admin
+		if f.Console {
+			opts.Console = console.Handler()
+		}
 	}
 	newMCP := a.cfg.withTools(srv.NewMCP)
 	gw, err := gateway.New(newMCP, opts)
@@ -70,19 +82,7 @@ func (a *app) serveHTTP(pool *tenants.Pool, r *tenants.Resolver) error {
 	if err != nil {
 		return fmt.Errorf("--bind: cannot listen: %w", err)
 	}
-	ctl, err := a.controlServer(pool)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	// Without its control socket (a data folder whose path is too long for
-	// one, say) the server still serves; store commands then answer
-	// store_locked, as before.
-	if stopControl, err := a.serveControl(a.ctx, a.controlHandler(pool, ctl)); err != nil {
-		a.log.Warn("no control socket; store commands cannot reach the stores this server holds", "op", "cmd.control", "error", err)
-	} else {
-		defer stopControl()
-	}
+	defer a.startControl(pool, filepath.Join(a.cfg.DataDir, controlSocket), false)()
 	host, all := clientHost(ln.Addr())
 	if all {
 		a.log.Warn("listening on all interfaces; other machines reach this server at this machine's address",

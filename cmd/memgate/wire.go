@@ -104,7 +104,24 @@ func (a *app) newServer(pool *tenants.Pool, r *tenants.Resolver) (*server.Server
 // newServerScoped is newServer with the scope remember and forget need
 // ("" for none: a transport that authenticates nobody).
 func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScope string) (*server.Server, error) {
-	srv, err := server.New(server.Options{
+	return a.newServerWith(pool, r, writeScope, nil)
+}
+
+// adminServer is the MCP server of the admin API's tool calls: the serving
+// configuration's limits, its namespace the principal's (the route's), and
+// every tool but export (a route of its own) writing directly, whatever the
+// write mode and --disable-tool say of agents' calls: it is an
+// administrator's curation.
+func (a *app) adminServer(pool *tenants.Pool) (*server.Server, error) {
+	return a.newServerWith(pool, &tenants.Resolver{Strategy: tenants.Token}, "", func(o *server.Options) {
+		o.WriteMode, o.DisabledTools, o.View, o.Middleware = server.WriteFull, []string{server.ToolExport}, nil, nil
+	})
+}
+
+// newServerWith is newServerScoped with edit, when not nil, changing the
+// options first.
+func (a *app) newServerWith(pool *tenants.Pool, r *tenants.Resolver, writeScope string, edit func(*server.Options)) (*server.Server, error) {
+	opts := server.Options{
 		Lease:            server.LeaseOf(pool.Lease),
 		LeaseRead:        server.LeaseOf(pool.LeaseRead),
 		Resolve:          r.Resolve,
@@ -122,7 +139,11 @@ func (a *app) newServerScoped(pool *tenants.Pool, r *tenants.Resolver, writeScop
 		Version:    moduleVersion(),
 		Telemetry:  a.telemetry(),
 		Middleware: a.toolMiddleware(r),
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		return nil, usageError{err} // Config.Validate let through what server refuses
 	}

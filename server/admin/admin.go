@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -21,6 +23,10 @@ const Prefix = "/admin/v1/"
 // DefaultMaxImportBytes bounds an import's body unless Options says otherwise.
 const DefaultMaxImportBytes = 1 << 30
 
+// DefaultMaxToolBytes bounds the arguments of a tool call (POST
+// namespaces/{ns}/tools/{tool}) unless Options says otherwise.
+const DefaultMaxToolBytes = 1 << 20
+
 // NamespaceInfo is one namespace in the list of GET namespaces.
 type NamespaceInfo struct {
 	Namespace  string `json:"namespace"`
@@ -28,6 +34,9 @@ type NamespaceInfo struct {
 	Bytes      int64  `json:"bytes"`
 	StoreBytes int64  `json:"store_bytes"`
 	Open       bool   `json:"open"`
+	// Error is the code of a store that cannot be read (damaged, held by
+	// another process): its figures are zeros. "" for the others.
+	Error memgate.Code `json:"error,omitempty"`
 }
 
 // NamespacePage is a page of GET namespaces.
@@ -59,12 +68,17 @@ type Ops struct {
 	Restore    func(ctx context.Context, ns memgate.Namespace, id string) (any, error)
 	// Erase closes the namespace's store once its leases end and deletes it.
 	Erase func(ctx context.Context, ns memgate.Namespace) error
+	// Tool runs an MCP tool on ns's store with args (the request's body) as
+	// tools/call would, and returns its structured content; a tool error is
+	// its *memgate.Error, an unknown tool not_found.
+	Tool func(ctx context.Context, ns memgate.Namespace, tool string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // An Action is one admin request, as the audit log records it: never an
 // id, a cursor or a body.
 type Action struct {
 	Op        string // "admin.backup", ...
+	Tool      string // the path's tool of "admin.tool" (any word), else ""
 	Namespace memgate.Namespace
 	Code      memgate.Code // "" on success
 	Duration  time.Duration
@@ -76,8 +90,15 @@ type Options struct {
 	// MaxImportBytes bounds an import's body (413 beyond it);
 	// 0 means DefaultMaxImportBytes.
 	MaxImportBytes int64
+	// MayUse, when set, says whether a request's credential may act on
+	// namespace ns: other namespaces are forbidden on every route and left
+	// out of GET namespaces. nil allows every namespace.
+	MayUse func(r *http.Request, ns memgate.Namespace) bool
 	// Audit, when set, is called once per request that reached a route.
 	Audit func(Action)
+	// MaxToolBytes bounds a tool call's arguments (413 beyond them);
+	// 0 means DefaultMaxToolBytes.
+	MaxToolBytes int64
 	// Logger receives internal failures (their cause); nil discards them.
 	Logger *slog.Logger
 	// Extra routes, by ServeMux pattern (the control socket adds its own);
@@ -96,13 +117,27 @@ func Handler(ops Ops, o Options) http.Handler {
 	if o.MaxImportBytes <= 0 {
 		o.MaxImportBytes = DefaultMaxImportBytes
 	}
+	if o.MaxToolBytes <= 0 {
+		o.MaxToolBytes = DefaultMaxToolBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{ops: ops, o: o}
 	mux := http.NewServeMux()
+	allow := map[string][]string{} // path → its methods
 	for _, r := range routes {
 		mux.HandleFunc(r.method+" "+Prefix+r.path, h.wrap(r))
+		allow[r.path] = append(allow[r.path], r.method)
+	}
+	for path, methods := range allow {
+		// A path of the API with a method it does not take.
+		allowed := strings.Join(methods, ", ")
+		mux.HandleFunc(Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allowed)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]any{
+				"code": memgate.CodeInvalidArgument, "message": "this route takes " + allowed}})
+		})
 	}
 	for pattern, f := range o.Extra {
 		mux.HandleFunc(pattern, f)
@@ -132,6 +167,7 @@ var routes = []route{
 	{"POST", "namespaces/{ns}/candidates/{id}/reject", "admin.reject", (*handler).reject},
 	{"GET", "namespaces/{ns}/trash", "admin.trash", (*handler).trash},
 	{"POST", "namespaces/{ns}/trash/{id}/restore", "admin.restore", (*handler).restore},
+	{"POST", "namespaces/{ns}/tools/{tool}", "admin.tool", (*handler).tool},
 }
 
 // Routes returns the method and path (under Prefix, with {ns} and {id}) of
@@ -160,13 +196,17 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 					return err
 				}
 				ns = n
-			}
-			if rt.op != "admin.import" {
-				// Only an import has a body; the others take none.
-				if r.ContentLength > 0 {
-					return &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
+				if h.o.MayUse != nil && !h.o.MayUse(r, ns) {
+					return errNotYours
 				}
+			}
+			if rt.op != "admin.import" && rt.op != "admin.tool" {
+				// Only an import and a tool call have a body; the others
+				// take none, announced (Content-Length) or not (chunked).
 				r.Body = http.MaxBytesReader(w, r.Body, 0)
+				if _, err := r.Body.Read(make([]byte, 1)); r.ContentLength > 0 || err != nil && err != io.EOF {
+					return errNoBody
+				}
 			}
 			return rt.serve(h, w, r, ns)
 		}()
@@ -180,10 +220,19 @@ func (h *handler) wrap(rt route) http.HandlerFunc {
 			WriteError(w, e)
 		}
 		if h.o.Audit != nil && rt.op != "admin.openapi" {
-			h.o.Audit(Action{Op: rt.op, Namespace: ns, Code: code, Duration: time.Since(start), Request: r})
+			a := Action{Op: rt.op, Namespace: ns, Code: code, Duration: time.Since(start), Request: r}
+			if rt.op == "admin.tool" {
+				a.Tool = r.PathValue("tool")
+			}
+			h.o.Audit(a)
 		}
 	}
 }
+
+var (
+	errNotYours = &memgate.Error{Code: memgate.CodeForbidden, Message: "this credential may not act on this namespace"}
+	errNoBody   = &memgate.Error{Code: memgate.CodeTooLarge, Message: "this route takes no body"}
+)
 
 // Status is the HTTP status of an error code: the one place that says it.
 func Status(code memgate.Code) int {
@@ -268,9 +317,20 @@ func (h *handler) namespaces(w http.ResponseWriter, r *http.Request, _ memgate.N
 	if err != nil {
 		return err
 	}
+	if cursor != "" {
+		// A cursor is the last namespace of the page before.
+		if _, err := memgate.ParseNamespace("cursor", cursor); err != nil {
+			return memgate.Invalid("cursor", "cursor must be the next_cursor of a page")
+		}
+	}
 	page, err := h.ops.Namespaces(r.Context(), cursor, limit)
 	if err != nil {
 		return err
+	}
+	if h.o.MayUse != nil {
+		page.Namespaces = slices.DeleteFunc(page.Namespaces, func(n NamespaceInfo) bool {
+			return !h.o.MayUse(r, memgate.Namespace(n.Namespace))
+		})
 	}
 	if page.Namespaces == nil {
 		page.Namespaces = []NamespaceInfo{}
@@ -331,10 +391,11 @@ func (h *handler) importLines(w http.ResponseWriter, r *http.Request, ns memgate
 	if r.ContentLength > h.o.MaxImportBytes {
 		return &memgate.Error{Code: memgate.CodeTooLarge, Message: "the import passes the largest body this server takes (--max-import-bytes)"}
 	}
-	body := http.MaxBytesReader(w, r.Body, h.o.MaxImportBytes)
+	body := &bounded{r: http.MaxBytesReader(w, r.Body, h.o.MaxImportBytes)}
 	rep, err := h.ops.Import(r.Context(), ns, body, onConflict)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if body.passed {
+		// However the import reported the failed read (as a line it could
+		// not read, say), the body passed the bound.
 		err = &memgate.Error{Code: memgate.CodeTooLarge, Message: "the import passes the largest body this server takes (--max-import-bytes)"}
 	}
 	if err != nil {
@@ -381,6 +442,44 @@ func (h *handler) restore(w http.ResponseWriter, r *http.Request, ns memgate.Nam
 	return answer(w, http.StatusOK)(h.ops.Restore(r.Context(), ns, r.PathValue("id")))
 }
 
+// tool runs a tool with the body as its arguments (nothing is none), on
+// the path's namespace: the arguments take no namespace of their own.
+func (h *handler) tool(w http.ResponseWriter, r *http.Request, ns memgate.Namespace) error {
+	if r.ContentLength > h.o.MaxToolBytes {
+		return errToolTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxToolBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return errToolTooLarge
+	}
+	if err != nil {
+		return &memgate.Error{Code: memgate.CodeInvalidArgument, Message: "the request body could not be read"}
+	}
+	args := json.RawMessage(bytes.TrimSpace(body))
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(args, &members) != nil || members == nil {
+		return memgate.Invalid("arguments", "the body must be the tool's arguments as one JSON object")
+	}
+	if _, ok := members["namespace"]; ok {
+		return memgate.Invalid("namespace", "the namespace is the path's; leave it out of the arguments")
+	}
+	out, err := h.ops.Tool(r.Context(), ns, r.PathValue("tool"), args)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)+1))
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(out, '\n'))
+	return nil
+}
+
+var errToolTooLarge = &memgate.Error{Code: memgate.CodeTooLarge, Message: "the arguments pass the largest tool call this API takes"}
+
 // answer writes v as JSON unless err.
 func answer(w http.ResponseWriter, status int) func(v any, err error) error {
 	return func(v any, err error) error {
@@ -390,6 +489,22 @@ func answer(w http.ResponseWriter, status int) func(v any, err error) error {
 		writeJSON(w, status, v)
 		return nil
 	}
+}
+
+// bounded reads r and remembers whether a read found the body past its
+// http.MaxBytesReader bound.
+type bounded struct {
+	r      io.Reader
+	passed bool
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		b.passed = true
+	}
+	return n, err
 }
 
 // lazyWriter sends the status and type with the first byte, so that a

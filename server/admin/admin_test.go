@@ -60,6 +60,10 @@ func ops(called *[]string) admin.Ops {
 			return map[string]any{}, nil
 		},
 		Erase: func(context.Context, memgate.Namespace) error { hit("erase"); return nil },
+		Tool: func(_ context.Context, _ memgate.Namespace, _ string, args json.RawMessage) (json.RawMessage, error) {
+			hit("tool")
+			return args, nil
+		},
 	}
 }
 
@@ -95,7 +99,7 @@ func TestOpenAPIMatchesTheHandlers(t *testing.T) {
 		if !slices.Contains(routes, d) {
 			t.Errorf("%s %s is documented but not a route", d[0], d[1])
 		}
-		path := strings.NewReplacer("{ns}", "team-a", "{id}", "some-id").Replace(admin.Prefix + d[1])
+		path := strings.NewReplacer("{ns}", "team-a", "{id}", "some-id", "{tool}", "search").Replace(admin.Prefix + d[1])
 		rec := httptest.NewRecorder()
 		var body io.Reader
 		if d[0] == "POST" {
@@ -189,5 +193,120 @@ func TestImportStreamsWithinItsBound(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", admin.Prefix+"namespaces/a/import", pr))
 	if rec.Code != 413 {
 		t.Fatalf("one byte past the bound: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A tool call's arguments are the body, passed on as they came (nothing is
+// no arguments), within MaxToolBytes: N bytes pass, N+1 are 413, whatever
+// Content-Length says.
+func TestToolArgumentsWithinTheirBound(t *testing.T) {
+	var called []string
+	const bound = 1024
+	h := admin.Handler(ops(&called), admin.Options{MaxToolBytes: bound})
+	call := func(body string, length int64) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", admin.Prefix+"namespaces/a/tools/search", strings.NewReader(body))
+		req.ContentLength = length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call("", 0); rec.Code != 200 || rec.Body.String() != "{}\n" {
+		t.Fatalf("no body: %d %q", rec.Code, rec.Body)
+	}
+	args := `{"query":"` + strings.Repeat("x", bound-len(`{"query":""}`)) + `"}`
+	if rec := call(args, int64(len(args))); rec.Code != 200 || rec.Body.String() != args+"\n" {
+		t.Fatalf("%d bytes: %d", len(args), rec.Code)
+	}
+	longer := `{"query":"x` + args[len(`{"query":"`):]
+	for _, length := range []int64{int64(len(longer)), -1} {
+		if rec := call(longer, length); rec.Code != 413 || !strings.Contains(rec.Body.String(), `"too_large"`) {
+			t.Fatalf("%d bytes (Content-Length %d): %d %s", len(longer), length, rec.Code, rec.Body)
+		}
+	}
+}
+
+// Whatever the import makes of a failed read (a line it could not read),
+// a chunked body past the bound is 413, as one whose length says so is.
+func TestChunkedImportPastItsBoundIsTooLarge(t *testing.T) {
+	var called []string
+	o := ops(&called)
+	o.Import = func(_ context.Context, _ memgate.Namespace, r io.Reader, _ string) (any, error) {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, memgate.Invalid("line", "line 3: line is unreadable") // the cause dropped
+		}
+		return map[string]any{}, nil
+	}
+	h := admin.Handler(o, admin.Options{MaxImportBytes: 1000})
+	for n, want := range map[int]int{1000: 200, 1001: 413} {
+		req := httptest.NewRequest("POST", admin.Prefix+"namespaces/a/import", strings.NewReader(strings.Repeat("x", n)))
+		req.ContentLength = -1 // chunked
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("%d bytes: %d %s", n, rec.Code, rec.Body)
+		}
+	}
+}
+
+// A route that takes no body refuses one, announced or chunked, before it
+// acts; a bad cursor of the namespace list, a tool's arguments that are
+// null or name a namespace, and a namespace the credential may not use are
+// refused too.
+func TestRefusalsBeforeTheOperation(t *testing.T) {
+	var called []string
+	h := admin.Handler(ops(&called), admin.Options{
+		MayUse: func(_ *http.Request, ns memgate.Namespace) bool { return ns == "mine" },
+	})
+	for _, c := range []struct {
+		method, path, body string
+		length             int64
+		status             int
+	}{
+		{"POST", "namespaces/mine/trash/x/restore", "hello", 5, 413},
+		{"POST", "namespaces/mine/trash/x/restore", "hello", -1, 413},
+		{"GET", "namespaces?cursor=%FF", "", 0, 400},
+		{"GET", "namespaces?cursor=..%2F..", "", 0, 400},
+		{"POST", "namespaces/mine/tools/stats", "null", 4, 400},
+		{"POST", "namespaces/mine/tools/stats", `{"namespace":"mine"}`, 20, 400},
+		{"DELETE", "namespaces/theirs", "", 0, 403},
+		{"POST", "namespaces/theirs/tools/stats", "", 0, 403},
+	} {
+		req := httptest.NewRequest(c.method, admin.Prefix+c.path, strings.NewReader(c.body))
+		req.ContentLength = c.length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.status || !strings.Contains(rec.Body.String(), `"error"`) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	if len(called) != 0 {
+		t.Fatalf("refused requests reached %v", called)
+	}
+	// The list leaves out the namespaces the credential may not use.
+	o := ops(&called)
+	o.Namespaces = func(context.Context, string, int) (admin.NamespacePage, error) {
+		return admin.NamespacePage{Namespaces: []admin.NamespaceInfo{{Namespace: "mine"}, {Namespace: "theirs"}}}, nil
+	}
+	h = admin.Handler(o, admin.Options{MayUse: func(_ *http.Request, ns memgate.Namespace) bool { return ns == "mine" }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", admin.Prefix+"namespaces", nil))
+	if body := rec.Body.String(); !strings.Contains(body, `"mine"`) || strings.Contains(body, "theirs") {
+		t.Fatalf("the list: %s", body)
+	}
+}
+
+// A route's path with a method it does not take is 405 with Allow.
+func TestWrongMethodIsNotAllowed(t *testing.T) {
+	var called []string
+	h := admin.Handler(ops(&called), admin.Options{})
+	for path, allow := range map[string]string{"namespaces/a": "GET, DELETE", "namespaces/a/backup": "GET", "namespaces/a/tools/get": "POST"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("PUT", admin.Prefix+path, nil))
+		if rec.Code != 405 || rec.Header().Get("Allow") != allow || !strings.Contains(rec.Body.String(), `"error"`) {
+			t.Errorf("PUT %s: %d %q %s", path, rec.Code, rec.Header().Get("Allow"), rec.Body)
+		}
+	}
+	if len(called) != 0 {
+		t.Fatalf("reached %v", called)
 	}
 }

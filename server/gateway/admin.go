@@ -10,8 +10,12 @@ import (
 	"github.com/memgate/memgate/server"
 )
 
-// adminPrefix is where the admin API (Options.Admin) is served.
-const adminPrefix = "/admin/v1/"
+// adminPrefix is where the admin API (Options.Admin) is served, and
+// consolePrefix the console (Options.Console).
+const (
+	adminPrefix   = "/admin/v1/"
+	consolePrefix = "/console/"
+)
 
 // serveAdmin hands an admin request, authenticated, to Options.Admin.
 func (g *Gateway) serveAdmin(c echo.Context) error {

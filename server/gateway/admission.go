@@ -121,7 +121,7 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			w.Header().Set("Connection", "close")
 		}
 		rc := http.NewResponseController(w)
-		if isStream(r) || isTransfer(r) {
+		if r.URL.Path == g.opts.Path && isStream(r) || isTransfer(r) {
 			if n := g.streams.Add(1); n > int64(g.opts.MaxStreams) {
 				g.streams.Add(-1)
 				return g.refuse(c, http.StatusServiceUnavailable, "too many streams")
@@ -253,9 +253,9 @@ func (g *Gateway) bindWork(next mcp.MethodHandler) mcp.MethodHandler {
 // write.
 const answerGrace = 5 * time.Second
 
-// isStream reports whether a request opens a long-lived SSE stream rather
-// than asking for one answer: a GET (a session's stream), or a 2026-07-28
-// subscriptions/listen.
+// isStream reports whether a request to the MCP path opens a long-lived SSE
+// stream rather than asking for one answer: a GET (a session's stream), or
+// a 2026-07-28 subscriptions/listen.
 func isStream(r *http.Request) bool {
 	return r.Method == http.MethodGet ||
 		r.Method == http.MethodPost && isStateless(r) && r.Header.Get("Mcp-Method") == "subscriptions/listen"

@@ -133,6 +133,11 @@ type Options struct {
 	// AdminAuth authenticates admin requests; without it there is no admin
 	// API (404): never an unauthenticated one.
 	AdminAuth Authenticator
+	// Console, when set with Admin and AdminAuth, serves the web console's
+	// page and assets under /console/, behind the header
+	// bounds, the Host and Origin guard and the admission caps. The files
+	// are public; what they show comes from the admin API, with its token.
+	Console http.Handler
 	// Ready reports whether stores can be opened, for GET /ready; nil means
 	// always.
 	Ready func(context.Context) error
@@ -255,6 +260,14 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	if opts.Admin != nil && opts.AdminAuth != nil {
 		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
 		g.routes[adminPrefix+"*"] = true
+		if opts.Console != nil {
+			// Any method reaches the console's handler, which refuses all
+			// but GET and HEAD itself, under its policy headers.
+			serve := echo.WrapHandler(opts.Console)
+			e.Any(consolePrefix+"*", serve, g.limitHeaders, g.guardHost, g.admit)
+			e.Any(strings.TrimSuffix(consolePrefix, "/"), serve, g.limitHeaders, g.guardHost, g.admit)
+			g.routes[consolePrefix+"*"] = true
+		}
 	}
 	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.limitRate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
@@ -263,7 +276,7 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 }
 
 // Paths the gateway serves itself, which the MCP path may not take.
-var reservedPaths = []string{"/health", "/ready", "/metrics", "/admin"}
+var reservedPaths = []string{"/health", "/ready", "/metrics", "/admin", "/console"}
 
 // wellKnown is the prefix of RFC 8615 well-known paths (the RFC 9728
 // metadata among them).
@@ -277,8 +290,8 @@ func CheckPath(path string) error {
 	switch {
 	case !literalPath(path):
 		return errors.New("must be a literal path such as /mcp: segments of letters, digits and - . _ ~, no *, : or empty segment")
-	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown) || strings.HasPrefix(path, "/admin/"):
-		return errors.New("must not be /health, /ready, /metrics or under /.well-known/ or /admin/, which the gateway serves itself")
+	case slices.Contains(reservedPaths, path) || strings.HasPrefix(path+"/", wellKnown) || strings.HasPrefix(path, "/admin/") || strings.HasPrefix(path, consolePrefix):
+		return errors.New("must not be /health, /ready, /metrics, /console or under /.well-known/, /admin/ or /console/, which the gateway serves itself")
 	}
 	return nil
 }
@@ -444,7 +457,28 @@ func (g *Gateway) refuse(c echo.Context, status int, reason string) error {
 		// answered, to keep the connection. Close it instead.
 		c.Response().Header().Set("Connection", "close")
 	}
+	if strings.HasPrefix(c.Request().URL.Path, adminPrefix) {
+		// The admin API answers every error in its own shape.
+		return c.JSONBlob(status, adminError(status, reason))
+	}
 	return c.String(status, reason+"\n")
+}
+
+// adminError is the admin API's error body of a refusal with status.
+func adminError(status int, reason string) []byte {
+	code := memgate.CodeUnavailable // 429, 503
+	switch status {
+	case http.StatusBadRequest:
+		code = memgate.CodeInvalidArgument
+	case http.StatusUnauthorized, http.StatusForbidden:
+		code = memgate.CodeForbidden
+	case http.StatusNotFound:
+		code = memgate.CodeNotFound
+	case http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
+		code = memgate.CodeTooLarge
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": reason}})
+	return b
 }
 
 // httpError answers the errors echo itself raises (unknown path, method).
