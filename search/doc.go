@@ -29,9 +29,19 @@
 //
 // BM25 scores a term in a document; Normalize scales a ranking so its best
 // hit scores 1. TopK keeps the best k scored documents while storage walks
-// its posting lists, and RRF fuses rankings from different retrievers (the
-// lexical one here, a semantic one later) by rank alone, since their scores
-// are not comparable.
+// its posting lists, and RRF fuses rankings from different retrievers by
+// rank alone, since their scores are not comparable; Fuse and FuseWeighted
+// fuse the lexical ranking with the semantic one, the latter weighed.
+//
+// # Vectors
+//
+// Vectors is a table of word vectors; Embed makes a text's vector, the mean
+// of its words' vectors weighed by smooth inverse frequency, less the
+// table's common direction, of unit length. Quantize keeps a vector as int8
+// numbers and a scale, and Dot8 scores a query against one. A SignQuery and
+// a Shortlist find, by the signs of the stored numbers alone, the few
+// hundred vectors worth scoring exactly, the same ones whatever the order of
+// the scan.
 //
 // # Budgets
 //
