@@ -32,10 +32,11 @@ import (
 // as it does memories written before an embedder was configured or under
 // another model. Until then such memories are ranked lexically only.
 //
-// The vectors of the current model are also held in memory (vecIndex), as
-// int8 numbers one after the other, so that a search scans them without
-// reading bbolt or allocating. The index changes after a commit; a search
-// keeps only the documents its own snapshot holds.
+// The vectors of the current model are also held in memory (vecIndex): the
+// signs of their numbers one after the other, which a search scans for a
+// shortlist (search.Shortlist), and their int8 rows, which it scores
+// exactly, without reading bbolt or allocating. The index changes after a
+// commit; a search keeps only the documents its own snapshot holds.
 var bucketVectors = []byte("vectors")
 
 const vectorFormat = 1
