@@ -470,9 +470,9 @@ var scanStates = sync.Pool{New: func() any { return new(scanState) }}
 // semanticScan returns the documents, of a snapshot up to seq, whose
 // vectors are nearest query, at or above search.CosineFloor, best first;
 // at most k. It holds the index's read lock and reads no bbolt. Of equal
-// cosines the larger document goes
-// first, and the shortlist does not depend on the order of the vectors,
-// so the answer is the same however the index was built.
+// cosines the larger document goes first, and the shortlist does not
+// depend on the order of the vectors, so the answer is the same however
+// the index was built.
 func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored {
 	ix := &s.vecs
 	ix.mu.RLock()
@@ -772,6 +772,9 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	t := s.txn(v.tx)
 	weight := 1.0
 	for _, l := range lexical[:min(limit, len(lexical))] {
+		if len(semantic) == 0 {
+			break // the weight would change nothing
+		}
 		whole, err := holdsEvery(t, l.Doc, terms)
 		if err != nil {
 			return nil, 0, err
