@@ -10,7 +10,17 @@ FUZZTIME ?= 10s
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
 ## end-to-end suite, and the MCP conformance suite, the release build with
 ## its launchers, and the deployment artefacts (the chart, the image).
-test: vet unit fuzz-brief bench-smoke e2e conformance launchers deploy-check
+test: apt-early vet unit fuzz-brief bench-smoke e2e conformance launchers deploy-check
+
+## apt-early: the Debian packages that e2e (chromium) and deploy-check
+## (buildah, busybox-static, systemd) need, installed in the background
+## while the Go targets run; those targets take the same lock, so they wait
+## for it and then find their packages there. A machine that has them does
+## nothing.
+APTLOCK ?= /tmp/memgate-apt.lock
+.PHONY: apt-early
+apt-early:
+	@(flock $(APTLOCK) sh -c 'e2e/install-chromium.sh; deploy/check/install.sh' >/dev/null 2>&1 &)
 
 vet:
 	$(GO) mod tidy -diff
@@ -31,7 +41,7 @@ unit:
 e2e:
 	$(GO) build -o bin/memgate ./cmd/memgate
 	npm ci --prefix e2e --no-audit --no-fund
-	e2e/install-chromium.sh
+	flock $(APTLOCK) e2e/install-chromium.sh
 	scripts/vectors.sh >/dev/null
 	MEMGATE_EMBEDDINGS="$$(scripts/vectors.sh)" node --test e2e/
 
@@ -115,7 +125,7 @@ build:
 ## and fails under CI=true where it cannot run. The compose file and the
 ## systemd unit are checked too (docs/DEPLOY.md).
 deploy-check:
-	deploy/check/install.sh
+	flock $(APTLOCK) deploy/check/install.sh
 	cd deploy/check && $(GO) test -count=1 -timeout 15m ./...
 
 ## release: the release assets in dist/ (or DIST=folder): memgate-<os>-<arch>[.exe]

@@ -81,6 +81,8 @@ func TestImportRules(t *testing.T) {
 		{"server/message", []string{module}, nil, ""},
 		{"server/admin", []string{module}, nil, ""},
 		{"server/console", nil, nil, ""},
+		{"internal/synthetic", nil, nil, ""},
+		{"storage/storetest", []string{module, module + "/storage"}, nil, ""},
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
 			"the gateway uses the MCP surface only to build servers; " + otelWhy},
 		{"telemetry", nil, otelSDK, otelWhy},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,35 +11,13 @@ import (
 	"testing"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/internal/synthetic"
 	"github.com/memgate/memgate/search"
 )
 
 // benchText makes n texts of about 176 bytes from a Zipf-distributed
-// vocabulary of 20,000 made-up words; the same n always gives the same
-// texts. (The benchmark module's corpus.Synthetic makes the same texts for
-// its runs without the datasets.)
-func benchText(n int) []string {
-	rng := rand.New(rand.NewPCG(7, 11))
-	vocab := make([]string, 20000)
-	for i := range vocab {
-		b := make([]byte, 4+rng.IntN(6))
-		for j := range b {
-			b[j] = "bcdfghjklmnprstvwaeiou"[rng.IntN(22)]
-		}
-		vocab[i] = string(b)
-	}
-	z := rand.NewZipf(rand.New(rand.NewPCG(3, 5)), 1.1, 1, uint64(len(vocab)-1))
-	out := make([]string, n)
-	for i := range out {
-		var sb strings.Builder
-		for sb.Len() < 170 {
-			sb.WriteString(vocab[z.Uint64()])
-			sb.WriteByte(' ')
-		}
-		out[i] = strings.TrimSpace(sb.String())
-	}
-	return out
-}
+// vocabulary of 20,000 made-up words (the bench module's synthetic corpus).
+var benchText = synthetic.Texts
 
 func benchStore(b testing.TB, n int, sync bool) (*Store, []string) {
 	b.Helper()
