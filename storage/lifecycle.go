@@ -27,13 +27,19 @@ import (
 //	hashes    key(normalised text), document number → nothing: duplicates
 //	trash     key(id) → a forgotten memory: when, and its record
 //	trash_at  forgotten at, key(id) → nothing: what the sweeper purges
+//	          once the retention has passed
+//	trash_expiry  expires_at, key(id) → nothing: forgotten memories that
+//	          expire before their retention ends, which the sweeper purges
+//	          then (an older memgate leaves a key here whose entry is gone:
+//	          the sweep drops it)
 //
 // The buckets are made by the first write that needs them.
 var (
-	bucketExpiry  = []byte("expiry")
-	bucketHashes  = []byte("hashes")
-	bucketTrash   = []byte("trash")
-	bucketTrashAt = []byte("trash_at")
+	bucketExpiry      = []byte("expiry")
+	bucketHashes      = []byte("hashes")
+	bucketTrash       = []byte("trash")
+	bucketTrashAt     = []byte("trash_at")
+	bucketTrashExpiry = []byte("trash_expiry")
 )
 
 // Kinds of content-derived keys of the lifecycle.
@@ -199,7 +205,10 @@ func (s *Store) NextDue(retention time.Duration) (due time.Time, ok bool) {
 			}
 		}
 		first(bucketExpiry, 0)
-		first(bucketTrashAt, retention.Nanoseconds())
+		if retention >= 0 {
+			first(bucketTrashAt, retention.Nanoseconds())
+		}
+		first(bucketTrashExpiry, 0)
 		return nil
 	})
 	return due, ok
@@ -212,8 +221,10 @@ func (s *Store) NextDue(retention time.Duration) (due time.Time, ok bool) {
 const sweepBatch = 16
 
 // Sweep deletes the memories that have expired, and the trash entries
-// older than retention (0: none kept), in transactions of at most
-// sweepBatch; it returns how many of each it deleted.
+// whose memories have, or that are older than retention (0: none kept; a
+// negative retention leaves those to a sweep that knows it), in
+// transactions of at most sweepBatch; it returns how many of each it
+// deleted.
 func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, purged int, err error) {
 	const op = "storage.Sweep"
 	for {
@@ -234,18 +245,42 @@ func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, pu
 		case <-time.After(time.Since(start)):
 		}
 	}
-	for {
-		n, err := s.sweepOnce(ctx, func(t *txn, now int64) (int, error) {
-			return t.purgeTrash(now - retention.Nanoseconds())
-		})
-		purged += n
-		if err != nil {
-			return expired, purged, memgate.AsError(op, err)
-		}
-		if n < sweepBatch {
-			return expired, purged, nil
+	purges := []func(t *txn, now int64) (int, error){(*txn).purgeExpiredTrash}
+	if retention >= 0 {
+		purges = append(purges, func(t *txn, now int64) (int, error) { return t.purgeTrash(now - retention.Nanoseconds()) })
+	}
+	for _, purge := range purges {
+		for {
+			n, err := s.sweepOnce(ctx, purge)
+			purged += n
+			if err != nil {
+				return expired, purged, memgate.AsError(op, err)
+			}
+			if n < sweepBatch {
+				break
+			}
 		}
 	}
+	return expired, purged, nil
+}
+
+// expiredNow returns how many memories have expired by now without being
+// swept yet, and their bytes of text: the store's counters hold them until
+// the sweep, its quotas do not.
+func (t *txn) expiredNow(now int64) (count, bytes int64, err error) {
+	b := t.tx.Bucket(bucketExpiry)
+	if b == nil {
+		return 0, 0, nil
+	}
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(k) == 16 && int64(binary.BigEndian.Uint64(k)) <= now; k, _ = c.Next() {
+		r, err := t.record(binary.BigEndian.Uint64(k[8:]))
+		if err != nil {
+			return 0, 0, err
+		}
+		count, bytes = count+1, bytes+int64(len(r.text))
+	}
+	return count, bytes, nil
 }
 
 func (s *Store) sweepOnce(ctx context.Context, fn func(t *txn, now int64) (int, error)) (int, error) {

@@ -287,6 +287,11 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 				if err := w.put(bucketTrashAt, twoKey(u64(uint64(when)), key), []byte{}); err != nil {
 					return err
 				}
+				if r.expires != 0 {
+					if err := w.put(bucketTrashExpiry, twoKey(u64(uint64(r.expires)), key), []byte{}); err != nil {
+						return err
+					}
+				}
 				extended = extended || r.extended()
 			}
 		}

@@ -36,11 +36,7 @@ func (t *txn) toTrash(r *record, doc uint64, now int64) error {
 	}
 	key := t.s.seal.key(kindID, r.id)
 	if old := trash.Get(key); old != nil {
-		when, _, _, err := t.s.openTrash(key, old)
-		if err != nil {
-			return err
-		}
-		if err := at.Delete(twoKey(u64(uint64(when)), key)); err != nil {
+		if err := t.unindexTrash(key, old); err != nil {
 			return err
 		}
 	}
@@ -50,7 +46,45 @@ func (t *txn) toTrash(r *record, doc uint64, now int64) error {
 	if err := trash.Put(key, t.s.seal.seal(bucketTrash, key, val)); err != nil {
 		return err
 	}
+	if r.expires != 0 {
+		// It expires in the trash as it would have outside.
+		ex, err := t.bucket(bucketTrashExpiry)
+		if err != nil {
+			return err
+		}
+		if err := ex.Put(twoKey(u64(uint64(r.expires)), key), nil); err != nil {
+			return err
+		}
+	}
 	return at.Put(twoKey(u64(uint64(now)), key), nil)
+}
+
+// unindexTrash deletes the keys that order the trash entry of key (its
+// value v): in trash_at, and in trash_expiry when it expires.
+func (t *txn) unindexTrash(key, v []byte) error {
+	when, _, r, err := t.s.openTrash(key, v)
+	if err != nil {
+		return err
+	}
+	if r.expires != 0 {
+		if ex := t.tx.Bucket(bucketTrashExpiry); ex != nil {
+			if err := ex.Delete(twoKey(u64(uint64(r.expires)), key)); err != nil {
+				return err
+			}
+		}
+	}
+	if at := t.tx.Bucket(bucketTrashAt); at != nil {
+		return at.Delete(twoKey(u64(uint64(when)), key))
+	}
+	return nil
+}
+
+// trashGone reports whether a trash entry forgotten at when, of record r,
+// is gone for its readers at now: it expired, or the store's retention has
+// passed (the sweep has yet to purge it).
+func (s *Store) trashGone(when int64, r *record, now int64) bool {
+	retention := s.opts.TrashRetention.Nanoseconds()
+	return r.expired(now) || retention > 0 && when <= now-retention
 }
 
 // openTrash decodes a trash value: when it was forgotten, its version then,
@@ -75,13 +109,26 @@ func (s *Store) openTrash(key, v []byte) (int64, uint64, record, error) {
 // purgeTrash deletes up to sweepBatch trash entries forgotten at or
 // before before (Unix nanoseconds).
 func (t *txn) purgeTrash(before int64) (int, error) {
-	at := t.tx.Bucket(bucketTrashAt)
+	return t.purgeTrashBy(bucketTrashAt, before)
+}
+
+// purgeExpiredTrash deletes up to sweepBatch trash entries whose memories
+// have expired by now.
+func (t *txn) purgeExpiredTrash(now int64) (int, error) {
+	return t.purgeTrashBy(bucketTrashExpiry, now)
+}
+
+// purgeTrashBy deletes up to sweepBatch trash entries that bucket (trash_at
+// or trash_expiry: a time, then the entry's key) orders at or before
+// before, with the keys that order them.
+func (t *txn) purgeTrashBy(bucket []byte, before int64) (int, error) {
+	by := t.tx.Bucket(bucket)
 	trash := t.tx.Bucket(bucketTrash)
-	if at == nil || trash == nil {
+	if by == nil {
 		return 0, nil
 	}
 	var keys [][]byte
-	c := at.Cursor()
+	c := by.Cursor()
 	for k, _ := c.First(); k != nil && len(keys) < sweepBatch; k, _ = c.Next() {
 		if len(k) < 8 {
 			return 0, errBadRecord
@@ -92,10 +139,21 @@ func (t *txn) purgeTrash(before int64) (int, error) {
 		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {
-		if err := at.Delete(k); err != nil {
+		if err := by.Delete(k); err != nil { // an entry gone already leaves only this
 			return 0, err
 		}
-		if err := trash.Delete(k[8:]); err != nil {
+		key := k[8:]
+		var v []byte
+		if trash != nil {
+			v = trash.Get(key)
+		}
+		if v == nil {
+			continue
+		}
+		if err := t.unindexTrash(key, v); err != nil {
+			return 0, err
+		}
+		if err := trash.Delete(key); err != nil {
 			return 0, err
 		}
 	}
@@ -120,6 +178,7 @@ func (s *Store) Trash(ctx context.Context, cursor string, limit int) (TrashPage,
 	}
 	page := TrashPage{Memories: []Trashed{}}
 	var lastKey []byte
+	now := s.now().UnixNano()
 	err = s.readTx(op, func(tx *bolt.Tx) error {
 		at, trash := tx.Bucket(bucketTrashAt), tx.Bucket(bucketTrash)
 		if at == nil || trash == nil {
@@ -139,12 +198,15 @@ func (s *Store) Trash(ctx context.Context, cursor string, limit int) (TrashPage,
 			if err != nil {
 				return err
 			}
+			lastKey = append(lastKey[:0], k...)
+			if s.trashGone(when, &r, now) {
+				continue
+			}
 			m, err := r.memory(doc)
 			if err != nil {
 				return err
 			}
 			page.Memories = append(page.Memories, Trashed{Memory: m, DeletedAt: time.Unix(0, when).UTC()})
-			lastKey = append(lastKey[:0], k...)
 		}
 		return nil
 	})
@@ -186,6 +248,9 @@ func (s *Store) Restore(ctx context.Context, id string) (memgate.Memory, error) 
 			return err
 		}
 		now := s.now().UnixNano()
+		if s.trashGone(when, &r, now) {
+			return errNotInTrash
+		}
 		old, oldDoc, err := t.lookup(id)
 		if err != nil {
 			return err
@@ -212,11 +277,11 @@ func (s *Store) Restore(ctx context.Context, id string) (memgate.Memory, error) 
 		if err := t.insert(&r, doc, &prepared{entries: entries, length: length, textKey: s.seal.key(kindText, textKey(r.text))}); err != nil {
 			return err
 		}
-		if err := trash.Delete(key); err != nil {
+		if err := t.unindexTrash(key, v); err != nil {
 			return err
 		}
 		rec = r
-		return t.tx.Bucket(bucketTrashAt).Delete(twoKey(u64(uint64(when)), key))
+		return trash.Delete(key)
 	})
 	if err != nil {
 		return memgate.Memory{}, memgate.AsError(op, err)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -136,22 +137,31 @@ func liveBytes(old *record, doc uint64) int {
 // bytes growing by grow), counting what the transaction already wrote.
 func (t *txn) checkQuota(adds bool, grow int) error {
 	o := t.s.opts
-	if o.MaxMemories > 0 && adds {
-		n, err := t.s.counter(t.meta, metaCount)
-		if err != nil {
-			return err
+	// What has expired but is not swept yet counts in the counters, not
+	// against the quotas; it is looked up only when a quota is at stake.
+	var expired *[2]int64
+	over := func(i int, counter []byte, add, limit int64) (bool, error) {
+		n, err := t.s.counter(t.meta, counter)
+		if err != nil || int64(n)+t.counts[i]+add <= limit {
+			return false, err
 		}
-		if int64(n)+t.counts[0]+1 > o.MaxMemories {
-			return quotaExceeded("memories", o.MaxMemories)
+		if expired == nil {
+			c, b, err := t.expiredNow(t.s.now().UnixNano())
+			if err != nil {
+				return false, err
+			}
+			expired = &[2]int64{c, b}
+		}
+		return int64(n)+t.counts[i]-expired[i]+add > limit, nil
+	}
+	if o.MaxMemories > 0 && adds {
+		if full, err := over(0, metaCount, 1, o.MaxMemories); err != nil || full {
+			return cmp.Or(err, quotaExceeded("memories", o.MaxMemories))
 		}
 	}
 	if o.MaxBytes > 0 && grow > 0 {
-		n, err := t.s.counter(t.meta, metaBytes)
-		if err != nil {
-			return err
-		}
-		if int64(n)+t.counts[1]+int64(grow) > o.MaxBytes {
-			return quotaExceeded("bytes", o.MaxBytes)
+		if full, err := over(1, metaBytes, int64(grow), o.MaxBytes); err != nil || full {
+			return cmp.Or(err, quotaExceeded("bytes", o.MaxBytes))
 		}
 	}
 	return nil

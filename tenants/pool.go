@@ -49,6 +49,10 @@ type Options struct {
 	// TrashRetention is how long a forgotten memory stays in the trash;
 	// Store.TrashRetention is set from it.
 	TrashRetention time.Duration
+	// KeepTrash makes the sweep leave the trash's retention alone (what
+	// expired in it still goes): for a store command, which does not know
+	// the retention of the server that keeps the trash.
+	KeepTrash bool
 	// RetryOpenAfter is how long a failed open is remembered: until then,
 	// leases of that namespace fail at once with the same error instead of
 	// opening the file again. 0 means DefaultRetryOpenAfter. A lock held by
@@ -505,7 +509,7 @@ func (p *Pool) checkProject(ns memgate.Namespace, write bool) error {
 // closeEntry closes a store that has left the LRU, then lets waiters for its
 // namespace go on.
 func (p *Pool) closeEntry(e *entry) {
-	due, ok := e.store.NextDue(p.opts.TrashRetention)
+	due, ok := e.store.NextDue(p.sweepRetention())
 	if ok {
 		p.mu.Lock()
 		p.due[e.ns] = due

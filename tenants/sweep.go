@@ -45,6 +45,15 @@ func (p *Pool) sweep() {
 	}
 }
 
+// sweepRetention is the retention a sweep purges the trash by: negative
+// (none) with Options.KeepTrash.
+func (p *Pool) sweepRetention() time.Duration {
+	if p.opts.KeepTrash {
+		return -1
+	}
+	return p.opts.TrashRetention
+}
+
 // now is the stores' clock (Options.Store.Now), or the time.
 func (p *Pool) now() time.Time {
 	if p.opts.Store.Now != nil {
@@ -135,7 +144,7 @@ func (p *Pool) sweepOne(ctx context.Context, ns memgate.Namespace) (int, int, er
 	st := e.store
 	p.mu.Unlock()
 	defer p.release(e, false)
-	expired, purged, err := st.Sweep(ctx, p.opts.TrashRetention)
+	expired, purged, err := st.Sweep(ctx, p.sweepRetention())
 	if expired > 0 && p.m.expired.Enabled(ctx) {
 		p.m.expired.Add(ctx, int64(expired))
 	}

@@ -331,3 +331,18 @@ func TestParseArgsKeepsUnusedGroupsZero(t *testing.T) {
 		t.Fatalf("get's configuration lacks the store's: %+v", cfg)
 	}
 }
+
+// A text of several lines that begins with dashes, taken for a flag, is not
+// echoed: neither its first line nor the others.
+func TestAMultiLineTextTakenForAFlagIsNotEchoed(t *testing.T) {
+	key := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBmarmaladeSECRETbody\n-----END EC PRIVATE KEY-----"
+	r := mg(t, env{}, "", "remember", "--data-dir", t.TempDir(), key)
+	r.fails(t, 2, "put -- before it")
+	if strings.Contains(r.stderr, "marmalade") || strings.Contains(r.stderr, "BEGIN") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	r = mg(t, env{}, "", "get", "x", "y\nsecond line of marmalade")
+	if strings.Contains(r.stderr, "marmalade") {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+}

@@ -241,11 +241,12 @@ func report(w io.Writer, err error) {
 }
 
 var (
-	// strayArg is a word of the command line that kong quotes back.
-	strayArg = regexp.MustCompile(`(unexpected (?:flag )?argument|unexpected token|got) .*`)
+	// strayArg is a word of the command line that kong quotes back, lines
+	// and all.
+	strayArg = regexp.MustCompile(`(?s)(unexpected (?:flag )?argument|unexpected token|got) .*`)
 	// unknownFlag is kong's "unknown flag --x"; a name that is not a flag's
 	// shape may be a memory's text that begins with dashes.
-	unknownFlag = regexp.MustCompile(`unknown flag (.+?)(, did you mean .*)?$`)
+	unknownFlag = regexp.MustCompile(`(?s)unknown flag (.+?)(, did you mean .*)?$`)
 	flagShape   = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9-]*$`)
 )
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memgate/memgate/storage"
 )
@@ -310,4 +312,28 @@ func TestCandidates(t *testing.T) {
 	}
 	mg(t, env{}, "", args(dd, "candidates", "approve", "idea")...).fails(t, 1, "not_found: no candidate has this id")
 	mg(t, env{}, "", args(dd, "candidates", "list", "--limit", "0")...).fails(t, 2, "--limit")
+}
+
+// A store only the command line touches is swept by its commands: what
+// expired leaves the file and the quota, while a trash kept with a
+// retention the command does not know stays.
+func TestStoreCommandsSweepWhatExpired(t *testing.T) {
+	dir := t.TempDir()
+	mg(t, env{}, "", "remember", "--data-dir", dir, "a lasting memory").ok(t)
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--ttl-seconds", "1", "a fleeting memory of marmalade").ok(t)
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--id", "kept", "forgotten but kept").ok(t)
+	mg(t, env{}, "", "forget", "--data-dir", dir, "--trash-retention", "1h", "kept").ok(t)
+	time.Sleep(1100 * time.Millisecond)
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--max-memories", "2", "room for one more").ok(t)
+	b, err := os.ReadFile(filepath.Join(dir, "stores", "default", "memgate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("marmalade")) {
+		t.Fatal("the expired memory's text is still in the store")
+	}
+	list := mg(t, env{}, "", "trash", "list", "--data-dir", dir).ok(t)
+	if ms, _ := list["memories"].([]any); len(ms) != 1 {
+		t.Fatalf("the trash: %v", list)
+	}
 }

@@ -15,7 +15,8 @@ type trashCmd struct {
 }
 
 type trashListCmd struct {
-	Store storeFlags `embed:""`
+	Store     storeFlags     `embed:""`
+	Lifecycle lifecycleFlags `embed:"" group:"config"`
 
 	Limit  *int   `name:"limit" placeholder:"N" help:"Most memories, 1 to 1000 (default 50)."`
 	Cursor string `name:"cursor" help:"next_cursor of the previous page."`

@@ -78,6 +78,7 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 		MaxStores:     a.cfg.MaxStores,
 		IdleTimeout:   a.cfg.StoreIdleTimeout,
 		SweepInterval: a.cfg.SweepInterval,
+		KeepTrash:     !a.cfg.serves() && a.cfg.TrashRetention == 0,
 		Store:         store,
 		Logger:        a.log,
 		Project:       project,
@@ -163,11 +164,28 @@ func (a *app) withPool(fn func(pool *tenants.Pool, r *tenants.Resolver) error) (
 		return err
 	}
 	defer func() {
+		if !a.cfg.serves() {
+			a.sweepAtExit(pool)
+		}
 		if cerr := a.closePool(pool); err == nil {
 			err = cerr
 		}
 	}()
 	return fn(pool, r)
+}
+
+// sweepAtExitBudget bounds a store command's sweep before it closes.
+const sweepAtExitBudget = 2 * time.Second
+
+// sweepAtExit sweeps the stores a store command opened: for a store that
+// only the command line touches, it is what a server's sweeper would do
+// within --sweep-interval (what expired, or passed the trash's retention,
+// is deleted for good). A store the command could not write is left as it
+// is.
+func (a *app) sweepAtExit(pool *tenants.Pool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), sweepAtExitBudget)
+	defer cancel()
+	pool.SweepOpen(ctx)
 }
 
 // withServer runs fn with a server on a pool of the configuration.

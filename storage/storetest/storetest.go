@@ -63,6 +63,8 @@ func Run(t *testing.T, open Open) {
 		{"Duplicates", duplicates},
 		{"Expiry", expiry},
 		{"Trash", trash},
+		{"TrashMeetsExpiry", trashMeetsExpiry},
+		{"ExpiredMemoriesLeaveTheQuota", expiredLeaveTheQuota},
 		{"Candidates", candidates},
 		{"Search", search},
 		{"ListPages", listPages},
@@ -405,6 +407,63 @@ func trash(t *testing.T, open Open) {
 	}
 	if page := must(s.Trash(ctx, "", 10)); len(page.Memories) != 0 {
 		t.Fatalf("trash after the retention %+v", page)
+	}
+}
+
+// A forgotten memory that expires is gone from the trash when it expires,
+// and the sweep purges it then; one past the retention is gone before the
+// sweep comes.
+func trashMeetsExpiry(t *testing.T, open Open) {
+	ctx, c := context.Background(), newClock()
+	s := open(t, storage.Options{Now: c.now, TrashRetention: time.Hour})
+	w := withID("brief", "a memory that expires in the trash")
+	w.TTL = time.Minute
+	must(s.Write(ctx, w))
+	must(s.Write(ctx, withID("kept", "a memory kept past the retention")))
+	for _, id := range []string{"brief", "kept"} {
+		if err := s.Delete(ctx, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := must(s.Trash(ctx, "", 10)).Memories; len(got) != 2 {
+		t.Fatalf("trash %v", got)
+	}
+	c.add(time.Minute)
+	if got := must(s.Trash(ctx, "", 10)).Memories; len(got) != 1 || got[0].Memory.ID != "kept" {
+		t.Fatalf("trash after the expiry %v", got)
+	}
+	_, err := s.Restore(ctx, "brief")
+	wantCode(t, err, memgate.CodeNotFound)
+	if _, n, err := s.Sweep(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("the sweep purged %d %v", n, err)
+	}
+	c.add(time.Hour)
+	if got := must(s.Trash(ctx, "", 10)).Memories; len(got) != 0 {
+		t.Fatalf("trash past the retention, before the sweep %v", got)
+	}
+	_, err = s.Restore(ctx, "kept")
+	wantCode(t, err, memgate.CodeNotFound)
+	if _, n, err := s.Sweep(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("the sweep purged %d %v", n, err)
+	}
+}
+
+// Memories that expired count against no quota, swept or not.
+func expiredLeaveTheQuota(t *testing.T, open Open) {
+	ctx, c := context.Background(), newClock()
+	s := open(t, storage.Options{Now: c.now, MaxMemories: 2, MaxBytes: 20})
+	must(s.Write(ctx, withID("a", "ten bytes!")))
+	w := withID("b", "ten bytes?")
+	w.TTL = time.Second
+	must(s.Write(ctx, w))
+	_, err := s.Write(ctx, write("x"))
+	wantCode(t, err, memgate.CodeQuotaExceeded)
+	c.add(time.Second)
+	must(s.Write(ctx, withID("c", "ten bytes.")))
+	_, err = s.Write(ctx, write("y"))
+	wantCode(t, err, memgate.CodeQuotaExceeded)
+	if st := must(s.Stats(ctx)); st.Count != 2 || st.Bytes != 20 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
