@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -353,4 +354,41 @@ func FlatValue(v any) (any, bool) {
 		return FlatValue(f)
 	}
 	return nil, false
+}
+
+// rfc3339 is a date-time of RFC 3339 (section 5.6): T and Z in either case,
+// a fraction of any length, an offset or Z.
+var rfc3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$`)
+
+// Times a memory may carry (expires_at, created_at, …): from 1970 through
+// 2261, which the store orders as nanoseconds since the epoch.
+var (
+	minTime = time.Date(1970, 1, 1, 0, 0, 0, 1, time.UTC)
+	maxTime = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// ParseTime parses s, argument name, as an RFC 3339 date-time from 1970
+// through 2261, in UTC. A leap second (:60) is the instant after :59.
+func ParseTime(name, s string) (time.Time, error) {
+	bad := Invalid(name, "%s must be an RFC 3339 time from 1970 through 2261, such as 2026-12-31T23:59:00Z", name)
+	m := rfc3339.FindStringSubmatch(s)
+	if m == nil || m[1] > "23" || m[2] > "59" || m[3] > "60" || m[6] > "23" || m[7] > "59" {
+		return time.Time{}, bad
+	}
+	norm := strings.ToUpper(s)
+	leap := m[3] == "60"
+	if leap {
+		norm = norm[:17] + "59" + norm[19:]
+	}
+	t, err := time.Parse(time.RFC3339Nano, norm)
+	if err != nil {
+		return time.Time{}, bad
+	}
+	if leap {
+		t = t.Add(time.Second)
+	}
+	if t = t.UTC(); t.Before(minTime) || !t.Before(maxTime) {
+		return time.Time{}, bad
+	}
+	return t, nil
 }

@@ -60,7 +60,7 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 			return nil, memgate.Invalid(fieldName(key), "unknown argument; this tool takes only the arguments its input schema lists")
 		}
 		if !memgate.ValidJSONText(v) {
-			return nil, badText(key)
+			return nil, badText(textField(key, v))
 		}
 		if _, dup := a[key]; dup {
 			return nil, memgate.Invalid(key, "%s is given more than once", key)
@@ -77,6 +77,25 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 		return nil, badText("arguments")
 	}
 	return a, nil
+}
+
+// textField names where argument key, whose value v holds bad text, holds
+// it: the field of a source (source.reference, …), whose names are fixed;
+// key itself for anything else.
+func textField(key string, v json.RawMessage) string {
+	if key != "source" {
+		return key
+	}
+	members, err := memgate.StrictObject(v, nil)
+	if err != nil {
+		return key
+	}
+	for _, f := range []string{"kind", "reference", "actor", "observed_at"} {
+		if m, ok := members[f]; ok && !memgate.ValidJSONText(m) {
+			return key + "." + f
+		}
+	}
+	return key
 }
 
 // badText refuses a field that holds invalid UTF-8 or a lone surrogate.
@@ -258,11 +277,7 @@ func decodeTime(name string, v json.RawMessage) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.Year() < 1970 || t.Year() > 2261 {
-		return time.Time{}, memgate.Invalid(name, "%s must be an RFC 3339 time from 1970 to 2261, such as 2026-12-31T23:59:00Z", name)
-	}
-	return t.UTC(), nil
+	return memgate.ParseTime(name, s)
 }
 
 // decodeSource decodes a memory's source: an object of kind, reference,

@@ -79,12 +79,14 @@ func marshal(v any) []byte {
 
 // rpcError is the one place a memgate error becomes a JSON-RPC error, for
 // the requests that have no tool result to carry it (resources and prompts).
-// Bad arguments and missing memories are -32602; everything else is -32603.
-// The memgate code and details travel in data.
+// What the request itself asked wrongly (bad arguments, a missing memory, a
+// namespace the caller may not use, too much) is -32602; what the server
+// could not do is -32603. The memgate code and details travel in data.
 func rpcError(e *memgate.Error) *jsonrpc.Error {
 	w := wire(e)
 	code := int64(jsonrpc.CodeInternalError)
-	if w.Code == memgate.CodeInvalidArgument || w.Code == memgate.CodeNotFound {
+	switch w.Code {
+	case memgate.CodeInvalidArgument, memgate.CodeNotFound, memgate.CodeForbidden, memgate.CodeTooLarge:
 		code = jsonrpc.CodeInvalidParams
 	}
 	return &jsonrpc.Error{Code: code, Message: w.Message, Data: marshal(w)}

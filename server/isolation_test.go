@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memgate/memgate"
@@ -117,6 +119,10 @@ func TestIsolationProperty(t *testing.T) {
 			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memgate://namespace/" + ns + "/memory/" + ids[ns]})
 			if !allowed && err == nil {
 				t.Fatalf("%s read a memory of %s as a resource", pr.p.Subject, ns)
+			}
+			var rpc *jsonrpc.Error
+			if !allowed && (!errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams) {
+				t.Fatalf("%s reading %s as a resource: %v, want -32602", pr.p.Subject, ns, err)
 			}
 			if allowed && err != nil {
 				t.Fatalf("%s could not read its own %s as a resource: %v", pr.p.Subject, ns, err)

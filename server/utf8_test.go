@@ -33,6 +33,9 @@ func badArguments(s string) []struct{ tool, args, field string } {
 		{"search", `{"query":` + s + `}`, "query"},
 		{"list", `{"cursor":` + s + `}`, "cursor"},
 		{"remember", `{"text":"t",` + s + `:1}`, "arguments"},
+		{"remember", `{"text":"t","source":{"kind":"url","reference":` + s + `,"actor":"a"}}`, "source.reference"},
+		{"remember", `{"text":"t","source":{"kind":"url","reference":"r","actor":` + s + `}}`, "source.actor"},
+		{"remember", `{"text":"t","source":{"kind":"url","reference":"r","actor":"a",` + s + `:1}}`, "source"},
 	}
 }
 

@@ -75,14 +75,14 @@ func TestImportRefusesInvalidUTF8(t *testing.T) {
 func TestImportTimestampsTheStoreCanOrder(t *testing.T) {
 	s := openTest(t)
 	for _, ts := range []string{"0001-01-01T00:00:00Z", "1754-08-30T22:43:41Z", "1969-12-31T23:59:59Z",
-		"1970-01-01T00:00:00Z", "2262-04-11T23:47:17Z", "9999-12-31T23:59:59Z", "10000-01-01T00:00:00Z", "yesterday"} {
+		"1970-01-01T00:00:00Z", "2262-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "10000-01-01T00:00:00Z", "yesterday"} {
 		for _, field := range []string{"created_at", "updated_at"} {
 			importFails(t, s, fmt.Sprintf(`{"text":"a",%q:%q}`, field, ts), memgate.CodeInvalidArgument, field, 1)
 		}
 	}
 	importFails(t, s, `{"text":"a","created_at":"2020-01-02T00:00:00Z","updated_at":"2020-01-01T23:59:59Z"}`,
 		memgate.CodeInvalidArgument, "updated_at", 1)
-	for i, ts := range []string{"1970-01-01T00:00:00.000000001Z", "2262-04-11T23:47:16Z", "2000-01-01T01:00:00+01:00"} {
+	for i, ts := range []string{"1970-01-01T00:00:00.000000001Z", "2261-12-31T23:59:59.999999999Z", "2000-01-01T01:00:00+01:00"} {
 		in := fmt.Sprintf(`{"id":"m%d","text":"a","created_at":%q,"updated_at":%q}`, i, ts, ts)
 		if _, err := s.Import(context.Background(), strings.NewReader(in), ""); err != nil {
 			t.Fatalf("%s: %v", ts, err)

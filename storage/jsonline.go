@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"math"
 	"time"
 
 	"github.com/memgate/memgate"
@@ -181,13 +180,6 @@ func (o object) flat(name string) (map[string]any, error) {
 	return out, nil
 }
 
-// Timestamps the store can order: it keeps them as nanoseconds since the
-// Unix epoch in an unsigned key, and 0 stands for "now" on import.
-var (
-	minTime = time.Unix(0, 1).UTC()
-	maxTime = time.Unix(0, math.MaxInt64).UTC()
-)
-
 // timestamp returns member name as nanoseconds since the epoch (0: absent),
 // refusing a time the store cannot order.
 func (o object) timestamp(name string) (int64, error) {
@@ -195,12 +187,13 @@ func (o object) timestamp(name string) (int64, error) {
 	if !ok {
 		return 0, nil
 	}
-	var t time.Time
-	if v[0] != '"' || json.Unmarshal(v, &t) != nil {
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
 		return 0, memgate.Invalid(name, "%s must be an RFC 3339 time", name)
 	}
-	if t.Before(minTime) || t.After(maxTime) {
-		return 0, memgate.Invalid(name, "%s must be after 1970-01-01T00:00:00Z and before 2262-04-11T23:47:16Z", name)
+	t, err := memgate.ParseTime(name, s)
+	if err != nil {
+		return 0, err
 	}
 	return t.UnixNano(), nil
 }

@@ -199,6 +199,8 @@ func (l *auditLog) auditTools(r *tenants.Resolver) mcp.Middleware {
 			}
 			if ns, nerr := r.Resolve(p, args.Namespace); nerr == nil {
 				e.Namespace = string(ns)
+			} else if ns, nerr := memgate.ParseNamespace("namespace", args.Namespace); nerr == nil {
+				e.Namespace = string(ns) // the one asked for, refused
 			}
 			if p != nil {
 				e.Subject = p.Subject

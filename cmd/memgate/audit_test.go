@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +103,27 @@ func TestAuditLog(t *testing.T) {
 	}
 	if len(read(rotated)) < 5 {
 		t.Fatal("the rotated file lost its lines")
+	}
+}
+
+// A call refused its namespace is audited with the namespace it asked for.
+func TestAuditNamesTheNamespaceRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	tokens := filepath.Join(t.TempDir(), "tokens.jsonl")
+	sum := sha256.Sum256([]byte("proj-token-0123456789"))
+	os.WriteFile(tokens, []byte(fmt.Sprintf(`{"sha256":"%s","subject":"ana","namespaces":["proj"]}`+"\n", hex.EncodeToString(sum[:]))), 0o600)
+	s := serveHTTP(t, env{}, "--data-dir", t.TempDir(), "--audit-log", path, "--tokens-file", tokens, "--namespace-arg")
+	cs, err := bearerClient(t, s.url, "proj-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolCall(t, cs, "get", map[string]any{"id": "x", "namespace": "global"})
+	cs.Close()
+	s.stop()
+	<-s.done
+	s.done <- nil
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"namespace":"global","op":"tools/call get","code":"forbidden"`) {
+		t.Fatalf("the audit log: %s", b)
 	}
 }

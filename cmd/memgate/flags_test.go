@@ -64,7 +64,7 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		{[]string{"candidates", "list"}, join(store, []string{"limit", "cursor"})},
 		{[]string{"candidates", "approve"}, store},
 		{[]string{"candidates", "reject"}, store},
-		{[]string{"trash", "list"}, join(store, []string{"limit", "cursor"})},
+		{[]string{"trash", "list"}, join(store, lifecycle, []string{"limit", "cursor"})},
 		{[]string{"trash", "restore"}, join(store, lifecycle)},
 		{[]string{"trash", "purge"}, store},
 		{[]string{"invoke"}, server},
