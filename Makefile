@@ -42,7 +42,8 @@ e2e:
 	$(GO) build -o bin/memgate ./cmd/memgate
 	npm ci --prefix e2e --no-audit --no-fund
 	flock $(APTLOCK) e2e/install-chromium.sh
-	node --test e2e/
+	scripts/vectors.sh >/dev/null
+	MEMGATE_EMBEDDINGS="$$(scripts/vectors.sh)" node --test e2e/
 
 ## conformance: the public MCP conformance suite against the HTTP gateway,
 ## stateful (2025-11-25) and stateless (2026-07-28) legs, each with a baseline

@@ -72,6 +72,7 @@ func TestImportRules(t *testing.T) {
 	rules := []rule{
 		{".", nil, func(p string) bool { return !standard(p) }, "the root package imports only the standard library"},
 		{"search", []string{module}, func(p string) bool { return slices.Contains(io, p) }, "search does no I/O"},
+		{"embed", []string{module, module + "/search"}, nil, ""},
 		{"storage", []string{module, module + "/search"}, nil, ""},
 		{"tenants", []string{module, module + "/storage", module + "/telemetry"}, otelSDK, otelWhy},
 		{"auth", []string{module}, nil, ""},

@@ -194,6 +194,9 @@ type StoreStats struct {
 	Count      int64 `json:"count"`
 	Bytes      int64 `json:"bytes"`       // sum of the memories' text bytes
 	StoreBytes int64 `json:"store_bytes"` // size of the store on disk
+	// Embedded, with hybrid recall on, is how many memories have been
+	// embedded by the current model; nil when it is off.
+	Embedded *int64 `json:"embedded,omitempty"`
 }
 
 // Principal is who is calling, as established by authentication.

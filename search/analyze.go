@@ -239,10 +239,15 @@ func appendWord(dst []string, word string) []string {
 	return dst
 }
 
-// fold writes the lower-case form of s, without format characters, to buf.
-// It reports false when that is empty, does not fit, or s is not valid UTF-8.
+// fold writes the lower-case form of s, without format characters and
+// without the accents of Latin, Greek and Cyrillic letters (café: cafe,
+// résumé: resume, whether the accent is precomposed or a combining mark),
+// to buf. It reports false when that is empty, does not fit, or s is not
+// valid UTF-8. Marks of other scripts stay: in Devanagari or Hebrew they
+// make different words.
 func fold(buf *[MaxTermBytes]byte, s string) (int, bool) {
 	n := 0
+	accented := false // the last letter was of a script whose accents fold
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
 			if n == len(buf) {
@@ -254,6 +259,7 @@ func fold(buf *[MaxTermBytes]byte, s string) (int, bool) {
 			buf[n] = b
 			n++
 			i++
+			accented = true
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -264,7 +270,10 @@ func fold(buf *[MaxTermBytes]byte, s string) (int, bool) {
 		if unicode.Is(unicode.Cf, r) {
 			continue
 		}
-		r = unicode.ToLower(r)
+		if accented && unicode.Is(unicode.Mn, r) {
+			continue // a combining accent on a letter that folds
+		}
+		r, accented = unaccent(unicode.ToLower(r))
 		if n+utf8.RuneLen(r) > len(buf) {
 			return 0, false
 		}

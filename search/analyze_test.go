@@ -21,7 +21,7 @@ func TestAppendTerms(t *testing.T) {
 		{"stop words are dropped", "the cat and the hat", []string{"cat", "hat"}},
 		{"a capitalised stop word is still a stop word", "The THE tHe", nil},
 		{"repeats are kept in text order", "beta alpha beta", []string{"beta", "alpha", "beta"}},
-		{"accented capitals fold to lower case", "ÉCOLE", []string{"école"}},
+		{"accented capitals fold to lower case, without their accents", "ÉCOLE", []string{"ecol"}},
 		{"Greek and Cyrillic capitals fold to lower case", "ΑΘΗΝΑ МОСКВА", []string{"αθηνα", "москва"}},
 		{"snake_case yields the whole and its parts", "snake_case", []string{"snake_case", "snake", "case"}},
 		{"camelCase splits at the capital and stems the whole", "parseHTTPRequest", []string{"parsehttprequest", "pars", "http", "request"}},
@@ -39,7 +39,7 @@ func TestAppendTerms(t *testing.T) {
 		{"emoji carry no terms", "👍 🐶 🇫🇷 👩\u200d💻", nil},
 		{"emoji next to words leave the words", "ship🚀today", []string{"ship", "today"}},
 		{"a soft hyphen inside a word is ignored", "soft\u00adhyphen", []string{"softhyphen"}},
-		{"a combining accent stays with its letter", "cafe\u0301", []string{"cafe\u0301"}},
+		{"a combining accent on a Latin letter folds away", "cafe\u0301", []string{"cafe"}},
 		{"invalid UTF-8 separates words and never reaches a term", "\xff\xfeabc\x00def\xc3", []string{"abc", "def"}},
 		{"a word of exactly 64 bytes is kept", strings.Repeat("x", 64), []string{strings.Repeat("x", 64)}},
 		{"a word of 65 bytes is dropped, not truncated", strings.Repeat("x", 65), nil},
@@ -143,4 +143,29 @@ func FuzzAppendTerms(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAccentsFold(t *testing.T) {
+	for _, tt := range []struct{ text, query string }{
+		{"Café", "cafe"},
+		{"résumé", "resume"},
+		{"Cafe\u0301 au lait", "café"}, // a combining acute accent
+		{"naïve Ångström", "naive angstrom"},
+		{"Ёлка", "елка"},
+		{"Ελλάδα", "ελλαδα"},
+	} {
+		got, want := Terms(tt.text), Terms(tt.query)
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("Terms(%q) = %q: %q does not find it (%q)", tt.text, got, tt.query, want)
+			}
+		}
+	}
+	// Marks that make other words stay.
+	if got := Terms("किताब"); len(got) != 1 || got[0] != "किताब" {
+		t.Errorf("Terms(Devanagari) = %q, want the word as it is", got)
+	}
+	if got := Terms("straße øre"); !slices.Equal(got, []string{"straße", "øre"}) {
+		t.Errorf("Terms = %q: letters that do not decompose stay", got)
+	}
 }

@@ -8,7 +8,9 @@
 // written and every query that is read, so both sides always agree on what a
 // term is. Text is split into words by Unicode word segmentation (UAX #29),
 // with '-' and '/' joined inside words so that paths and hyphenated names
-// stay together. Each word is lower-cased, English stop words are dropped,
+// stay together. Each word is lower-cased and loses the accents of its
+// Latin, Greek and Cyrillic letters (cafe finds Café), English stop words
+// are dropped,
 // and words made only of letters are reduced to their Snowball English stem.
 // A word that is an identifier (snake_case, camelCase, pkg.sub.Name,
 // src/server/http.go, HTTPServer2) yields its whole lower-cased form and then
@@ -27,16 +29,27 @@
 //
 // BM25 scores a term in a document; Normalize scales a ranking so its best
 // hit scores 1. TopK keeps the best k scored documents while storage walks
-// its posting lists, and RRF fuses rankings from different retrievers (the
-// lexical one here, a semantic one later) by rank alone, since their scores
-// are not comparable.
+// its posting lists, and RRF fuses rankings from different retrievers by
+// rank alone, since their scores are not comparable; Fuse and FuseWeighted
+// fuse the lexical ranking with the semantic one, the latter weighed.
+//
+// # Vectors
+//
+// Vectors is a table of word vectors; Embed makes a text's vector, the mean
+// of its words' vectors weighed by smooth inverse frequency, less the
+// table's common direction, of unit length. Quantize keeps a vector as int8
+// numbers and a scale, and Dot8 scores a query against one. A SignQuery and
+// a Shortlist find, by the signs of the stored numbers alone, the few
+// hundred vectors worth scoring exactly, the same ones whatever the order of
+// the scan.
 //
 // # Budgets
 //
 // Tokens estimates the model tokens of a text from its length in bytes, and
 // Cut decides how many ranked hits fit in a caller's token budget.
 //
-// This package may import only the standard library, its two text libraries
-// (uax29 and snowball) and the root memgate package. It must never import
+// This package may import only the standard library, its text libraries
+// (uax29, snowball, and golang.org/x/text for decompositions) and the root
+// memgate package. It must never import
 // storage, tenants, server, auth or cmd: they depend on it, not the reverse.
 package search

@@ -192,21 +192,26 @@ func forgetOutput() *jsonschema.Schema {
 		prop{"forgotten", &jsonschema.Schema{Type: "boolean", Enum: []any{true}}}))
 }
 
-func statsOutput() *jsonschema.Schema {
+func statsOutput(hybrid bool) *jsonschema.Schema {
 	integer := func() *jsonschema.Schema { return &jsonschema.Schema{Type: "integer"} }
 	var limits []prop
 	for _, name := range limitNames {
 		limits = append(limits, prop{name, integer()})
 	}
-	return output(object("", []string{"namespace", "count", "bytes", "store_bytes", "recall", "write_mode", "limits"},
-		prop{"namespace", &jsonschema.Schema{Type: "string"}},
-		prop{"count", integer()},
-		prop{"bytes", integer()},
-		prop{"store_bytes", integer()},
-		prop{"recall", &jsonschema.Schema{Type: "string"}},
+	props := []prop{
+		{"namespace", &jsonschema.Schema{Type: "string"}},
+		{"count", integer()},
+		{"bytes", integer()},
+		{"store_bytes", integer()},
+		{"recall", &jsonschema.Schema{Type: "string"}},
+	}
+	if hybrid {
+		props = append(props, prop{"embedded", integer()})
+	}
+	props = append(props,
 		prop{"write_mode", &jsonschema.Schema{Type: "string", Enum: []any{WriteFull, WriteReadOnly, WriteCandidate}}},
-		prop{"limits", object("", limitNames, limits...)},
-	))
+		prop{"limits", object("", limitNames, limits...)})
+	return output(object("", []string{"namespace", "count", "bytes", "store_bytes", "recall", "write_mode", "limits"}, props...))
 }
 
 func exportOutput() *jsonschema.Schema {

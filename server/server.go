@@ -47,6 +47,10 @@ const Recall = "lexical (BM25) with metadata filters"
 type Options struct {
 	// Lease gives a call the store of its namespace.
 	Lease Lease
+	// Recall, when set, is what stats says about search instead of Recall
+	// (hybrid recall names its model), and stats reports the memories
+	// embedded.
+	Recall string
 	// LeaseRead, when set, gives the calls that only read (and forget,
 	// which changes nothing where nothing is stored) the store of their
 	// namespace without creating one: for a namespace with no store on disk

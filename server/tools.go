@@ -94,7 +94,7 @@ func (s *Server) tools() []toolDef {
 		newTool(s, def(ToolStats, "Memory statistics",
 			"How many memories this namespace holds and their size, how search recalls them, the write "+
 				"mode and the limits on arguments.",
-			readOnly("Memory statistics"), statsOutput()), false, params[struct{}]{}, s.statsTool),
+			readOnly("Memory statistics"), statsOutput(s.opts.Recall != "")), false, params[struct{}]{}, s.statsTool),
 		newTool(s, def(ToolExport, "Export memories",
 			"Export memories as JSON Lines, oldest write first, one page per call: the first page starts "+
 				"with a header line, then one memory per line. The text content holds the lines; the "+
@@ -223,6 +223,7 @@ type statsResult struct {
 	Bytes      int64       `json:"bytes"`
 	StoreBytes int64       `json:"store_bytes"`
 	Recall     string      `json:"recall"`
+	Embedded   *int64      `json:"embedded,omitempty"` // memories embedded, with hybrid recall on
 	WriteMode  string      `json:"write_mode"`
 	Limits     statsLimits `json:"limits"`
 }
@@ -546,7 +547,7 @@ func (s *Server) stats(ctx context.Context, st Store, ns memgate.Namespace) (sta
 	}
 	return statsResult{
 		Namespace: string(ns), Count: c.Count, Bytes: c.Bytes, StoreBytes: c.StoreBytes,
-		Recall: Recall, WriteMode: s.opts.WriteMode,
+		Recall: s.recall(), Embedded: c.Embedded, WriteMode: s.opts.WriteMode,
 		Limits: statsLimits{
 			MaxMemoryBytes: s.maxText, MaxIDBytes: memgate.MaxIDBytes, MaxTitleChars: memgate.MaxTitleChars,
 			MaxTags: memgate.MaxTags, MaxTagChars: memgate.MaxTagChars,
@@ -606,4 +607,12 @@ func (s *Server) export(in exportInput) (op, error) {
 			Content: []mcp.Content{&mcp.TextContent{Text: buf.String()}, &mcp.TextContent{Text: string(b)}},
 		}, nil
 	}, nil
+}
+
+// recall is what stats says about how search finds memories.
+func (s *Server) recall() string {
+	if s.opts.Recall != "" {
+		return s.opts.Recall
+	}
+	return Recall
 }

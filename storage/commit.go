@@ -197,8 +197,9 @@ func asksOnly(group []*writeOp) bool {
 // tail is applied just before the commit, and undone if the commit fails.
 func (c *committer) update(fn func(*txn) error) error {
 	undo := func() {}
+	var t *txn
 	err := c.s.writeTx("storage.commit", func(tx *bolt.Tx) error {
-		t := c.s.txn(tx)
+		t = c.s.txn(tx)
 		if err := fn(t); err != nil {
 			return err
 		}
@@ -210,6 +211,8 @@ func (c *committer) update(fn func(*txn) error) error {
 	})
 	if err != nil {
 		undo()
+	} else if t != nil {
+		c.s.vecs.apply(t.vecAdds, t.vecDrops)
 	}
 	return err
 }

@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 }
 
 func crashChild(path, mode string) {
+	if mode == "rebuild" {
+		rebuildChild(path)
+		return
+	}
 	s, err := Open(path, Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)

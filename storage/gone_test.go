@@ -134,8 +134,8 @@ func TestForgottenMergedMemoriesAreAsNeverWritten(t *testing.T) {
 				}
 				return v
 			}
-			if got := schema(a); got != schemaGone {
-				t.Fatalf("schema %d with gone memories, want %d: memgate before it must refuse the store", got, schemaGone)
+			if got := schema(a); got < schemaGone {
+				t.Fatalf("schema %d with gone memories, want %d or later: memgate before it must refuse the store", got, schemaGone)
 			}
 			// A copy of the file as it is now, as after a crash: Close would
 			// merge.
@@ -164,8 +164,10 @@ func TestForgottenMergedMemoriesAreAsNeverWritten(t *testing.T) {
 				t.Fatal("merge failed")
 			}
 			same("after the merge")
-			if got := schema(a); got != schemaBase {
-				t.Fatalf("schema %d after the merge, want %d", got, schemaBase)
+			// A store created now is at schemaFolded for good (reindex.go):
+			// the merge leaves it there, as it lowers schemaGone to schemaBase.
+			if got := schema(a); got != schemaFolded {
+				t.Fatalf("schema %d after the merge, want %d", got, schemaFolded)
 			}
 			err = a.view(func(v *view) error {
 				if v.tx.Bucket(bucketGone) != nil {

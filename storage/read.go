@@ -78,6 +78,10 @@ func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 		return st, memgate.Internal(op, err)
 	}
 	st.StoreBytes = fi.Size()
+	if s.opts.Embedder != nil {
+		n := min(s.Embedded(), st.Count)
+		st.Embedded = &n
+	}
 	return st, nil
 }
 

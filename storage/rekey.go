@@ -300,7 +300,7 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 				return err
 			}
 			if err := w.do(func(tx *bolt.Tx) error {
-				return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaRecords))
+				return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
 			}); err != nil {
 				return err
 			}

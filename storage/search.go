@@ -68,6 +68,10 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 	}
 	terms := queryTerms(q.Text)
 	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
+	var hy *hybrid
+	if hasText && s.opts.Embedder != nil && sc.others.Memories == 0 && sc.others.Length == 0 && sc.above == 0 {
+		hy = s.embedQuery(ctx, q.Text, &res.Receipt)
+	}
 	err = s.view(func(v *view) error {
 		res.Receipt.Candidates = 0
 		if hasText && len(terms) == 0 {
@@ -88,6 +92,9 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 		}
 		var ranked []search.Scored
 		switch {
+		case hy != nil:
+			res.Hits, res.Receipt.Candidates, err = s.rankHybrid(v, w, terms, f, limit, hy)
+			return err
 		case hasText:
 			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others)
 			ranked = sc.keep(ranked)

@@ -50,7 +50,8 @@ const (
 	schemaBase    = 1
 	schemaGone    = 2
 	schemaRecords = 3 // records may hold fields after the metadata (expiry, source): for good
-	schemaVersion = schemaRecords
+	// schemaFolded (4, reindex.go): the index folds accents; for good.
+	schemaVersion = schemaFolded
 )
 
 // FileName is the name of a store's file inside its folder.
@@ -98,6 +99,11 @@ type Options struct {
 	// TrashRetention, when above 0, makes Delete keep the memory in the
 	// trash, where Sweep deletes it once this long has passed.
 	TrashRetention time.Duration
+	// Embedder, when set, gives memories vectors and searches a semantic
+	// ranking fused with BM25 (see vectors.go); nil means lexical recall.
+	Embedder Embedder
+	// EmbedTimeout bounds each call to the embedder; 0 means 2s.
+	EmbedTimeout time.Duration
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -118,6 +124,9 @@ type Store struct {
 
 	file    *os.File    // the file bbolt has open, to close under a wedged bbolt
 	damaged atomic.Bool // found damaged: every call fails (see guard)
+
+	vecs        vecIndex // the current model's vectors (vectors.go)
+	stopVectors func()   // stops the catch-up; nil without an embedder
 }
 
 // Open opens the store in the file at path, creating it (and its folder) if
@@ -173,6 +182,15 @@ func Open(path string, opts Options) (*Store, error) {
 		s.closeBolt()
 		return nil, StoreError(op, err)
 	}
+	if old, err := s.needsReindex(); err != nil || old {
+		if err == nil {
+			err = s.reindexFolded()
+		}
+		if err != nil {
+			s.closeBolt()
+			return nil, StoreError(op, err)
+		}
+	}
 	s.index.s = s
 	if err := s.index.open(); err != nil {
 		s.closeBolt()
@@ -180,6 +198,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s.write = newCommitter(s, log)
 	opts.TailBudget.join(s)
+	s.startVectors()
 	return s, nil
 }
 
@@ -348,7 +367,7 @@ func createBuckets(tx *bolt.Tx, kdf, check []byte, sealed *encSealer) error {
 			}
 		}
 	}
-	return meta.Put(metaSchema, u64(schemaBase))
+	return meta.Put(metaSchema, u64(schemaFolded))
 }
 
 // Path is the store's file.
@@ -359,6 +378,9 @@ func (s *Store) Path() string { return s.path }
 // call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.stopVectors != nil {
+			s.stopVectors()
+		}
 		s.write.close()
 		s.index.close()
 		s.closeErr = s.closeBolt()

@@ -53,6 +53,7 @@ func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error)
 	if err != nil {
 		return memgate.Written{}, memgate.AsError(op, err)
 	}
+	p.vec = s.prepareVector(ctx, &p.rec)
 	var (
 		rec  record
 		doc  uint64
@@ -183,7 +184,8 @@ type prepared struct {
 	rec     record // origin and times are set in the transaction
 	entries []indexEntry
 	length  int
-	textKey []byte // the key of its normalised text (see textKey)
+	textKey []byte        // the key of its normalised text (see textKey)
+	vec     *storedVector // its vector, when an embedder made one
 }
 
 func (s *Store) prepare(w memgate.Write) (prepared, error) {
@@ -261,6 +263,8 @@ type txn struct {
 	created  *bolt.Bucket
 	meta     *bolt.Bucket
 	postings postingsWriter
+	vecAdds  []vecAdd // vectors written, for the index after the commit
+	vecDrops []uint64
 }
 
 func (s *Store) txn(tx *bolt.Tx) *txn {
@@ -356,6 +360,11 @@ func (t *txn) insert(r *record, doc uint64, p *prepared) error {
 	if err := t.keep(r, doc, p.textKey); err != nil {
 		return err
 	}
+	if p.vec != nil {
+		if err := t.putVector(doc, p.vec); err != nil {
+			return err
+		}
+	}
 	t.change.adds = append(t.change.adds, tailDoc{doc: doc, entries: p.entries, length: p.length})
 	return t.count(1, len(r.text), p.length)
 }
@@ -384,6 +393,9 @@ func (t *txn) removeAnalysed(r *record, doc, stamp uint64, entries []indexEntry,
 		}
 	}
 	if err := t.drop(r, doc); err != nil {
+		return err
+	}
+	if err := t.dropVector(doc); err != nil {
 		return err
 	}
 	if err := t.docs.Delete(u64(doc)); err != nil {

@@ -179,7 +179,10 @@ func NewPool(opts Options) (*Pool, error) {
 	if opts.Tracer != nil {
 		p.tracer = opts.Tracer.Tracer(telemetry.ScopeTenants)
 	}
-	if p.m, err = newPoolMetrics(meter, p.openCount); err != nil {
+	if p.m, err = newPoolMetrics(meter, p.openCount); err == nil {
+		err = p.observeEmbedded(meter)
+	}
+	if err != nil {
 		root.Close()
 		return nil, memgate.Internal(op, err)
 	}

@@ -69,6 +69,7 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 	store := storage.Options{MaxTextBytes: a.cfg.MaxMemoryBytes, Logger: a.log, Encryption: enc,
 		MaxMemories: a.cfg.MaxMemories, MaxBytes: a.cfg.MaxNamespaceBytes, TrashRetention: a.cfg.TrashRetention}
 	a.cfg.storeOptions(&store)
+	a.embedderOptions(&store)
 	tel := a.telemetry()
 	return tenants.NewPool(tenants.Options{
 		Meter:         tel.MeterProvider().Meter(telemetry.ScopeTenants),
@@ -134,6 +135,7 @@ func (a *app) newServerWith(pool *tenants.Pool, r *tenants.Resolver, writeScope 
 		AllowSecrets:     a.cfg.AllowSecrets,
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 		MaxMemories:      a.cfg.MaxMemories, MaxNamespaceBytes: a.cfg.MaxNamespaceBytes,
+		Recall:     a.recall(),
 		WriteScope: writeScope,
 		Version:    moduleVersion(),
 		Telemetry:  a.telemetry(),

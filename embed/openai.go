@@ -1,0 +1,233 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/memgate/memgate/search"
+)
+
+// OpenAI bounds.
+const (
+	// openAIBatch is the most texts in one request.
+	openAIBatch = 64
+	// openAIBatchBytes bounds the texts of one request.
+	openAIBatchBytes = 256 << 10
+	// openAITextBytes bounds one text: an embedding model reads a few
+	// hundred tokens at most, and the rest would only cost the request.
+	openAITextBytes = 8 << 10
+	// openAIConcurrency is the most requests in flight at once.
+	openAIConcurrency = 4
+	// openAIAnswerBytes bounds an answer.
+	openAIAnswerBytes = 64 << 20
+	// openAIRetries is how many times a failed request is tried again.
+	openAIRetries = 2
+)
+
+// OpenAI embeds through an OpenAI-compatible /v1/embeddings endpoint
+// (OpenAI, Ollama, TEI, vLLM). Requests are batched, bounded in size and
+// concurrency, and retried with backoff within the caller's context; a
+// server that cannot be reached is search.ErrUnavailable. The key is sent
+// as a bearer token and never logged. It is safe for concurrent use.
+type OpenAI struct {
+	url    string
+	model  string
+	key    string
+	client *http.Client
+	slots  chan struct{}
+	dim    atomic.Int64
+}
+
+// NewOpenAI returns an embedder for the endpoint at base (a URL ending in
+// /v1/embeddings, /v1, or the server's root) and model. timeout bounds each
+// request; key, if not empty, is the bearer token.
+func NewOpenAI(base, model, key string, timeout time.Duration) *OpenAI {
+	u := strings.TrimRight(base, "/")
+	switch {
+	case strings.HasSuffix(u, "/embeddings"):
+	case strings.HasSuffix(u, "/v1"):
+		u += "/embeddings"
+	default:
+		u += "/v1/embeddings"
+	}
+	return &OpenAI{url: u, model: model, key: key, client: &http.Client{Timeout: timeout},
+		slots: make(chan struct{}, openAIConcurrency)}
+}
+
+// Model is the model's name and, once the endpoint has answered, its
+// dimensions as the version: the endpoint does not say more.
+func (o *OpenAI) Model() (string, string) {
+	if d := o.dim.Load(); d > 0 {
+		return o.model, strconv.FormatInt(d, 10) + "d"
+	}
+	return o.model, ""
+}
+
+// Embed returns a unit vector per text (nil for an empty text).
+func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for start := 0; start < len(texts); {
+		end, size := start, 0
+		for end < len(texts) && end-start < openAIBatch {
+			n := min(len(texts[end]), openAITextBytes)
+			if end > start && size+n > openAIBatchBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		if err := o.batch(ctx, texts[start:end], out[start:end]); err != nil {
+			return nil, err
+		}
+		start = end
+	}
+	return out, nil
+}
+
+type embeddingRequest struct {
+	Model string   `json:"model"`
+	Input []string `json:"input"`
+}
+
+type embeddingAnswer struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+}
+
+// errAnswer is an answer that is not a good one; it is retried only when
+// the server said it may be (5xx, 429).
+type errAnswer struct {
+	status int
+}
+
+func (e errAnswer) Error() string { return "embed: the endpoint answered " + strconv.Itoa(e.status) }
+
+func (o *OpenAI) batch(ctx context.Context, texts []string, out [][]float32) error {
+	input := make([]string, 0, len(texts))
+	at := make([]int, 0, len(texts))
+	for i, t := range texts {
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		if len(t) > openAITextBytes {
+			t = cutUTF8(t, openAITextBytes)
+		}
+		input = append(input, t)
+		at = append(at, i)
+	}
+	if len(input) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(embeddingRequest{Model: o.model, Input: input})
+	if err != nil {
+		return err
+	}
+	select {
+	case o.slots <- struct{}{}:
+		defer func() { <-o.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		vecs, err := o.call(ctx, body, len(input))
+		if err == nil {
+			for j, v := range vecs {
+				out[at[j]] = v
+			}
+			return nil
+		}
+		var ans errAnswer
+		retry := !errors.As(err, &ans) || ans.status >= 500 || ans.status == http.StatusTooManyRequests
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		if !retry || attempt == openAIRetries {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff *= 2
+	}
+}
+
+func (o *OpenAI) call(ctx context.Context, body []byte, n int) ([][]float32, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.key != "" {
+		req.Header.Set("Authorization", "Bearer "+o.key)
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil || isTimeout(err) {
+			return nil, context.DeadlineExceeded
+		}
+		// The URL error names the URL only, never the key.
+		return nil, fmt.Errorf("%w: %v", search.ErrUnavailable, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return nil, errAnswer{status: resp.StatusCode}
+	}
+	var ans embeddingAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, openAIAnswerBytes)).Decode(&ans); err != nil {
+		if isTimeout(err) {
+			return nil, context.DeadlineExceeded
+		}
+		return nil, fmt.Errorf("embed: a malformed answer: %w", err)
+	}
+	if len(ans.Data) != n {
+		return nil, fmt.Errorf("embed: %d vectors for %d texts", len(ans.Data), n)
+	}
+	out := make([][]float32, n)
+	dim := 0
+	for _, d := range ans.Data {
+		if d.Index < 0 || d.Index >= n || out[d.Index] != nil || len(d.Embedding) == 0 {
+			return nil, errors.New("embed: an answer out of order")
+		}
+		if dim == 0 {
+			dim = len(d.Embedding)
+		}
+		if len(d.Embedding) != dim {
+			return nil, errors.New("embed: vectors of several sizes")
+		}
+		if search.Normalise(d.Embedding) {
+			out[d.Index] = d.Embedding
+		} else {
+			out[d.Index] = nil
+		}
+	}
+	o.dim.Store(int64(dim))
+	return out, nil
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// cutUTF8 cuts s to at most n bytes at a rune boundary.
+func cutUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,127 @@
+package embed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memgate/memgate/search"
+)
+
+// endpoint is an OpenAI-compatible embeddings server: each text's vector is
+// (its length, 1, 0), and status, when set, answers the next requests.
+type endpoint struct {
+	calls, texts atomic.Int64
+	status       atomic.Int64 // answer this many failures first
+	failWith     int
+	delay        time.Duration
+	srv          *httptest.Server
+}
+
+func newEndpoint(t *testing.T) *endpoint {
+	e := &endpoint{failWith: http.StatusServiceUnavailable}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.calls.Add(1)
+		if r.URL.Path != "/v1/embeddings" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "wrong path or key", http.StatusNotFound)
+			return
+		}
+		if e.status.Load() > 0 {
+			e.status.Add(-1)
+			http.Error(w, "busy", e.failWith)
+			return
+		}
+		if e.delay > 0 {
+			time.Sleep(e.delay)
+		}
+		var req embeddingRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "m" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		e.texts.Add(int64(len(req.Input)))
+		type datum struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var ans struct {
+			Data []datum `json:"data"`
+		}
+		// Answered in reverse order: the index decides.
+		for i := len(req.Input) - 1; i >= 0; i-- {
+			ans.Data = append(ans.Data, datum{i, []float32{float32(len(req.Input[i])), 1, 0}})
+		}
+		json.NewEncoder(w).Encode(ans)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func TestOpenAIBatchesAndNormalises(t *testing.T) {
+	e := newEndpoint(t)
+	o := NewOpenAI(e.srv.URL, "m", "k", time.Second)
+	texts := make([]string, 100)
+	for i := range texts {
+		texts[i] = strings.Repeat("x", i+1)
+	}
+	texts[7] = "  " // nothing to embed: no vector, not sent
+	vecs, err := o.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.calls.Load() != 2 || e.texts.Load() != 99 {
+		t.Errorf("%d requests of %d texts, want 2 of 99 (batches of 64)", e.calls.Load(), e.texts.Load())
+	}
+	if vecs[7] != nil {
+		t.Error("a blank text got a vector")
+	}
+	for _, i := range []int{0, 63, 64, 99} {
+		v := vecs[i]
+		want := float64(i+1) / math.Hypot(float64(i+1), 1)
+		if math.Abs(float64(v[0])-want) > 1e-6 {
+			t.Errorf("text %d: vector %v, want its own, of unit length", i, v)
+		}
+	}
+	if name, version := o.Model(); name != "m" || version != "3d" {
+		t.Errorf("Model() = %q, %q", name, version)
+	}
+}
+
+func TestOpenAIRetriesAndFails(t *testing.T) {
+	ctx := context.Background()
+	e := newEndpoint(t)
+	o := NewOpenAI(e.srv.URL+"/v1", "m", "k", time.Second)
+	e.status.Store(2) // two 503s, then an answer
+	if _, err := o.Embed(ctx, []string{"a"}); err != nil || e.calls.Load() != 3 {
+		t.Errorf("after two 503s: %v, %d calls; want an answer at the third", err, e.calls.Load())
+	}
+	e.status.Store(3)
+	if _, err := o.Embed(ctx, []string{"a"}); err == nil || errors.Is(err, search.ErrUnavailable) {
+		t.Errorf("three 503s: %v, want an error of the answer", err)
+	}
+	e.failWith = http.StatusBadRequest
+	e.status.Store(1)
+	before := e.calls.Load()
+	if _, err := o.Embed(ctx, []string{"a"}); err == nil || e.calls.Load() != before+1 {
+		t.Errorf("a 400: %v after %d calls; want no retry", err, e.calls.Load()-before)
+	}
+
+	e.delay = 300 * time.Millisecond
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := o.Embed(short, []string{"a"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a slow endpoint: %v, want a timeout", err)
+	}
+
+	e.srv.Close()
+	if _, err := o.Embed(ctx, []string{"a"}); !errors.Is(err, search.ErrUnavailable) || strings.Contains(err.Error(), "Bearer") {
+		t.Errorf("a closed endpoint: %v, want ErrUnavailable (and no key)", err)
+	}
+}

@@ -1,0 +1,287 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/embed"
+	"github.com/memgate/memgate/search"
+)
+
+// fixture is the word vectors committed for tests: a few words in four
+// dimensions (vehicles, medicine, travel, money).
+func fixture(t testing.TB) *embed.Static {
+	t.Helper()
+	v, _, err := embed.LoadFile("../embed/testdata/wink-4d.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return embed.StaticFrom("wink-4d", "test", v)
+}
+
+// switchable is an embedder whose failure the test sets: a real embedder
+// cannot be made to time out or fail on demand.
+type switchable struct {
+	*embed.Static
+	mu   sync.Mutex
+	fail error
+}
+
+func (s *switchable) set(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+func (s *switchable) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	s.mu.Lock()
+	err := s.fail
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return s.Static.Embed(ctx, texts)
+}
+
+var paraphrases = []string{
+	"Bought a new automobile last spring",
+	"The physician said my blood pressure is fine",
+	"We rented a cabin by the lake for the summer holiday",
+	"Ticket INV-4521 was escalated to Acme support",
+}
+
+func search1(t *testing.T, s *Store, q memgate.Query) memgate.Result {
+	t.Helper()
+	res, err := s.Search(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Search(%q): %v", q.Text, err)
+	}
+	return res
+}
+
+func TestHybridFindsParaphrasesLexicalMisses(t *testing.T) {
+	e := fixture(t)
+	lexical := openTest(t)
+	hybrid := openTest(t, func(o *Options) { o.Embedder = e })
+	ids := map[string]string{}
+	for _, text := range paraphrases {
+		put(t, lexical, memgate.Write{Text: text})
+		ids[text] = put(t, hybrid, memgate.Write{Text: text}).ID
+	}
+	for query, want := range map[string]string{
+		"what car do I drive":     paraphrases[0],
+		"what did the doctor say": paraphrases[1],
+		"vacation plans":          paraphrases[2],
+		"INV-4521":                paraphrases[3],
+	} {
+		lex := search1(t, lexical, memgate.Query{Text: query})
+		if query != "INV-4521" && len(lex.Hits) != 0 {
+			t.Errorf("%q: BM25 found %d hits; the fixture's point is that it finds none", query, len(lex.Hits))
+		}
+		if lex.Receipt.RetrievalMode != memgate.RetrievalLexical || lex.Receipt.SemanticFallback != "" {
+			t.Errorf("%q: a store without an embedder answered %+v", query, lex.Receipt)
+		}
+		res := search1(t, hybrid, memgate.Query{Text: query})
+		r := res.Receipt
+		if r.RetrievalMode != memgate.RetrievalHybrid || r.EmbeddingModel != "wink-4d" || r.EmbeddingVersion != "test" || r.SemanticFallback != "" {
+			t.Errorf("%q: receipt %+v, want hybrid with wink-4d/test", query, r)
+		}
+		if len(res.Hits) == 0 || res.Hits[0].ID != ids[want] {
+			t.Errorf("%q: hits %v, want %q first", query, texts(res.Hits), want)
+			continue
+		}
+		top := res.Hits[0]
+		if top.Score != 1 || top.SemanticScore == nil {
+			t.Errorf("%q: top hit score %v, semantic %v", query, top.Score, top.SemanticScore)
+		}
+		again := search1(t, hybrid, memgate.Query{Text: query})
+		if !sameIDs(res.Hits, again.Hits) {
+			t.Errorf("%q: two searches ranked differently: %v, %v", query, texts(res.Hits), texts(again.Hits))
+		}
+	}
+	if n := hybrid.Embedded(); n != int64(len(paraphrases)) {
+		t.Errorf("Embedded() = %d, want %d", n, len(paraphrases))
+	}
+}
+
+func texts(hits []memgate.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Text
+	}
+	return out
+}
+
+func sameIDs(a, b []memgate.Hit) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+func TestHybridNarrowsAndForgets(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.Embedder = fixture(t) })
+	car := put(t, s, memgate.Write{Text: "Bought a new automobile last spring", Tags: []string{"home"}})
+	put(t, s, memgate.Write{Text: "The vehicle needs new tyres", Tags: []string{"work"}})
+	res := search1(t, s, memgate.Query{Text: "car", Tags: []string{"work"}})
+	for _, h := range res.Hits {
+		if h.ID == car.ID {
+			t.Errorf("a memory without the tag was found by its vector")
+		}
+	}
+	if len(res.Hits) != 1 {
+		t.Errorf("tagged search: %v, want the vehicle", texts(res.Hits))
+	}
+	if err := s.Delete(context.Background(), car.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	res = search1(t, s, memgate.Query{Text: "car"})
+	if len(res.Hits) != 1 || res.Hits[0].ID == car.ID {
+		t.Errorf("after forget: %v", texts(res.Hits))
+	}
+	if n := s.Embedded(); n != 1 {
+		t.Errorf("Embedded() = %d after a forget, want 1", n)
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketVectors).Stats().KeyN != 1 {
+			t.Errorf("the forgotten memory's vector is still stored")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHybridFallsBackAndCatchesUp(t *testing.T) {
+	e := &switchable{Static: fixture(t)}
+	e.set(search.ErrNotReady)
+	path := t.TempDir() + "/store.db"
+	s, err := Open(path, Options{NoSync: true, Embedder: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, text := range paraphrases {
+		put(t, s, memgate.Write{Text: text}) // never fails for the embedder
+	}
+	for err, want := range map[error]string{
+		search.ErrNotReady:              FallbackNotReady,
+		search.ErrUnavailable:           FallbackUnavailable,
+		context.DeadlineExceeded:        FallbackTimeout,
+		errors.New("the model said no"): FallbackError,
+	} {
+		e.set(err)
+		res := search1(t, s, memgate.Query{Text: "Ticket INV-4521"})
+		if res.Receipt.RetrievalMode != memgate.RetrievalLexical || res.Receipt.SemanticFallback != want {
+			t.Errorf("embedder failing with %v: receipt %+v, want lexical, %s", err, res.Receipt, want)
+		}
+		if len(res.Hits) != 1 || res.Hits[0].SemanticScore != nil {
+			t.Errorf("the lexical answer: %v", texts(res.Hits))
+		}
+	}
+	if n := s.Embedded(); n != 0 {
+		t.Errorf("Embedded() = %d while the embedder failed", n)
+	}
+	e.set(nil)
+	s.wakeCatchUp()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Embedded() != int64(len(paraphrases)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.Embedded(); n != int64(len(paraphrases)) {
+		t.Fatalf("the catch-up embedded %d of %d memories", n, len(paraphrases))
+	}
+	res := search1(t, s, memgate.Query{Text: "what car do I drive"})
+	if res.Receipt.RetrievalMode != memgate.RetrievalHybrid || len(res.Hits) == 0 || res.Hits[0].Text != paraphrases[0] {
+		t.Errorf("after the catch-up: %+v, %v", res.Receipt, texts(res.Hits))
+	}
+	// Another model: the vectors of the old one are not used, and the
+	// catch-up embeds everything again.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, _, _ := embed.LoadFile("../embed/testdata/wink-4d.json", "")
+	s, err = Open(path, Options{NoSync: true, Embedder: embed.StaticFrom("wink-4d", "v2", v)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for s.Embedded() != int64(len(paraphrases)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	res = search1(t, s, memgate.Query{Text: "what car do I drive"})
+	if res.Receipt.EmbeddingVersion != "v2" || len(res.Hits) == 0 || res.Hits[0].Text != paraphrases[0] {
+		t.Errorf("under v2: %+v, %v", res.Receipt, texts(res.Hits))
+	}
+}
+
+func TestHybridSealsVectors(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = fixture(t)
+		o.Encryption = encryption(t, "a passphrase")
+	})
+	put(t, s, memgate.Write{Text: "Bought a new automobile last spring"})
+	res := search1(t, s, memgate.Query{Text: "car"})
+	if len(res.Hits) != 1 || res.Receipt.RetrievalMode != memgate.RetrievalHybrid {
+		t.Fatalf("encrypted hybrid search: %+v %v", res.Receipt, texts(res.Hits))
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
+			if _, err := unmarshalVector(v); err == nil {
+				t.Errorf("a vector is stored in the clear")
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The vectors only reorder BM25's ranking when a memory within the limit
+// holds every term of the query (titles included, after analysis).
+func TestHoldsEveryTermOfTheQuery(t *testing.T) {
+	s := openTest(t)
+	whole := put(t, s, memgate.Write{Text: "Car payments are due", Title: "Budget"})
+	part := put(t, s, memgate.Write{Text: "payment by invoice"})
+	err := s.view(func(v *view) error {
+		tx := s.txn(v.tx)
+		for _, c := range []struct {
+			id, query string
+			want      bool
+		}{
+			{whole.ID, "car payment", true},
+			{whole.ID, "budget cars", true},
+			{part.ID, "car payment", false},
+			{part.ID, "invoices", true},
+		} {
+			_, doc, err := tx.lookup(c.id)
+			if err != nil {
+				return err
+			}
+			got, err := holdsEvery(tx, doc, queryTerms(c.query))
+			if err != nil {
+				return err
+			}
+			if got != c.want {
+				t.Errorf("%q holds every term of %q: %v, want %v", c.id, c.query, got, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
