@@ -153,8 +153,16 @@ var utf8BOM = []byte("\ufeff")
 // importBatch is how many memories share one transaction during an import.
 const importBatch = 1000
 
-// maxImportLine bounds one line of an import.
-const maxImportLine = 4 << 20
+// minImportLine is the least bound of one line of an import.
+const minImportLine = 4 << 20
+
+// importLine bounds one line of an import: at least minImportLine, and
+// room for any memory this store takes as its export writes it — a text
+// of MaxTextBytes whose every byte is escaped (\u0001 is six), beside
+// the other fields' few kilobytes at most.
+func (s *Store) importLine() int {
+	return max(minImportLine, 6*s.opts.MaxTextBytes+1<<20)
+}
 
 // Import reads JSON Lines from r: memgate's own export, or the knowledge
 // graph of the reference MCP memory server (memory.jsonl: entity and
@@ -184,7 +192,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 		return rep, memgate.Invalid("on_conflict", "on_conflict must be skip, overwrite or fail")
 	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxImportLine)
+	sc.Buffer(make([]byte, 64<<10), s.importLine())
 	var (
 		batch []importItem
 		graph = newGraph()
@@ -269,7 +277,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return rep, lineError(rep.Lines+1, memgate.Invalid("line", "line is unreadable or longer than %d bytes", maxImportLine))
+		return rep, lineError(rep.Lines+1, memgate.Invalid("line", "line is unreadable or longer than %d bytes", s.importLine()))
 	}
 	items, err := graph.items(s.opts.MaxTextBytes)
 	if err != nil {

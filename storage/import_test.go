@@ -272,3 +272,29 @@ func TestListTakeEndsThePage(t *testing.T) {
 		}
 	}
 }
+
+// The largest memory a store takes, escaped all through by its export (a
+// control character is six bytes there), imports back.
+func TestTheLargestMemoryExportsAndImportsBack(t *testing.T) {
+	big := func(o *Options) { o.MaxTextBytes = 1 << 20 }
+	s := openTest(t, big)
+	ctx := context.Background()
+	text := strings.Repeat("\x01", 1<<20)
+	if _, _, err := s.Put(ctx, memgate.Write{ID: "ctl", Text: text}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, _, err := s.Export(ctx, &buf, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() < 6<<20 {
+		t.Fatalf("the export is %d bytes", buf.Len())
+	}
+	other := openTest(t, big)
+	if rep, err := other.Import(ctx, &buf, ""); err != nil || rep.Imported != 1 {
+		t.Fatalf("import %+v %v", rep, err)
+	}
+	if m, err := other.Get(ctx, "ctl"); err != nil || m.Text != text {
+		t.Fatalf("get %v", err)
+	}
+}

@@ -300,12 +300,12 @@ func largestMemoriesRoundTrip(t *testing.T, opts Options, count int) {
 		t.Fatalf("export: %d memories, %v; want %d", n, err, len(want))
 	}
 	sc := bufio.NewScanner(bytes.NewReader(exp.Bytes()))
-	sc.Buffer(nil, maxImportLine)
+	sc.Buffer(nil, s.importLine())
 	lines := 0
 	for ; sc.Scan(); lines++ {
 	}
 	if sc.Err() != nil || lines != len(want)+1 { // and the header
-		t.Fatalf("export: %d lines of at most %d bytes, %v; want %d", lines, maxImportLine, sc.Err(), len(want)+1)
+		t.Fatalf("export: %d lines of at most %d bytes, %v; want %d", lines, s.importLine(), sc.Err(), len(want)+1)
 	}
 	// The export imports into a new store as it was.
 	o := opts

@@ -210,9 +210,20 @@ func Open(path string, opts Options) (*Store, error) {
 func openFile(path string, opts Options, open func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
 	for attempt := 0; ; attempt++ {
 		before, statErr := os.Stat(path)
+		if errors.Is(statErr, fs.ErrNotExist) {
+			// A new store's file appears whole (see createFile), so a file
+			// of no bytes is never one memgate is making: it was cut short.
+			if err := createFile(path, opts, open); err != nil {
+				return nil, err
+			}
+			before, statErr = os.Stat(path)
+		}
 		var size int64
 		if statErr == nil {
 			size = before.Size()
+			if size == 0 {
+				return nil, damagedError("storage.Open", errors.New("the store file is empty"))
+			}
 		}
 		bo := &bolt.Options{
 			Timeout:      opts.LockTimeout,
@@ -228,13 +239,6 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 			bo.ReadOnly = true
 			db, err = bolt.Open(path, 0o600, bo)
 		}
-		if err != nil && errors.Is(statErr, fs.ErrNotExist) && diskFull(err) {
-			// bbolt wrote part of a new file's first pages: left there,
-			// they would be a damaged store at the next open.
-			if fi, serr := os.Stat(path); serr == nil && fi.Size() < 4*int64(os.Getpagesize()) {
-				os.Remove(path)
-			}
-		}
 		if err != nil || statErr != nil || attempt == 3 {
 			return db, err
 		}
@@ -244,6 +248,37 @@ func openFile(path string, opts Options, open func(string, int, os.FileMode) (*o
 		db.Close()
 	}
 }
+
+// createFile makes the file of a new store at path whole or not at all:
+// bbolt writes its first pages to a file of another name, which is then
+// linked at path (and left as it is when another process made one there
+// meanwhile). A crash or a full disk leaves at most that other file, which
+// no store opens.
+func createFile(path string, opts Options, open func(string, int, os.FileMode) (*os.File, error)) error {
+	tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), newFileSeq.Add(1))
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: opts.LockTimeout, NoSync: opts.NoSync,
+		FreelistType: bolt.FreelistMapType, OpenFile: open})
+	if err == nil {
+		err = db.Close()
+	}
+	if err == nil {
+		switch err = os.Link(tmp, path); {
+		case errors.Is(err, fs.ErrExist):
+			err = nil
+		case err != nil: // a filesystem without hard links (FAT, exFAT)
+			if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+				err = os.Rename(tmp, path)
+			} else {
+				err = nil
+			}
+		}
+	}
+	os.Remove(tmp)
+	return err
+}
+
+// newFileSeq tells apart the new files of one process.
+var newFileSeq atomic.Int64
 
 // init creates the buckets of a new store and checks the schema of an old
 // one, and sets up the store's sealer: plain, or, for an encrypted store,

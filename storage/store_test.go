@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -282,5 +283,32 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	wantCode(t, err, memgate.CodeUnavailable, "")
 	if _, err := s.Get(context.Background(), "x"); memgate.ErrorCode(err) != memgate.CodeNotFound {
 		t.Fatalf("a cancelled write was stored: %v", err)
+	}
+}
+
+// A store file cut to nothing is damage, not a new store: memgate makes a
+// new store's file whole or not at all.
+func TestAnEmptyStoreFileIsDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "p1", Text: "precious"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); memgate.ErrorCode(err) != memgate.CodeUnavailable || !errors.Is(err, ErrDamaged) {
+		t.Fatalf("open of an empty file: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != 0 {
+		t.Fatalf("the empty file was written: %d bytes", fi.Size())
+	}
+	matches, _ := filepath.Glob(path + ".new-*")
+	if len(matches) != 0 {
+		t.Fatalf("left behind: %v", matches)
 	}
 }

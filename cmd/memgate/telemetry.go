@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,15 @@ func (a *app) installTelemetry(withPrometheus bool) (*telemetrySetup, error) {
 	metrics := !disabled && signalOn(a.getenv, "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 	if !traces && !metrics && !withPrometheus {
 		return set, nil
+	}
+	if a.cfg.Transport != "http" {
+		// The console exporters write to standard output, which the stdio
+		// transport keeps for the protocol alone.
+		for _, v := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"} {
+			if slices.Contains(strings.Split(a.getenv(v), ","), "console") {
+				return nil, usageError{fmt.Errorf("%s: console writes to standard output, which the stdio transport keeps for the protocol; use otlp, or --transport http", v)}
+			}
+		}
 	}
 	ctx := a.ctx
 	// The SDK reports export failures here; without a handler it would

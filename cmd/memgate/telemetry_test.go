@@ -260,3 +260,12 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		t.Fatalf("%d metric names checked", checked)
 	}
 }
+
+// The console exporters write to standard output: over stdio, which keeps
+// it for the protocol, they refuse to start, in one line.
+func TestConsoleExportersRefuseTheStdioTransport(t *testing.T) {
+	for _, v := range []string{"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"} {
+		mg(t, env{v: "console"}, "", "serve", "--data-dir", t.TempDir()).
+			fails(t, 2, v+": console writes to standard output, which the stdio transport keeps for the protocol")
+	}
+}
