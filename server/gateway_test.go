@@ -392,6 +392,21 @@ func TestGatewayHeaderBounds(t *testing.T) {
 			t.Fatalf("header of %d bytes: %d, want %d", gateway.MaxHeaderBytes+extra, s, want)
 		}
 	}
+	// Every path is bounded, not the MCP path alone.
+	for _, path := range []string{"/health", "/ready", "/nothing-here"} {
+		req, _ := http.NewRequest("GET", "http://"+g.addr+path, nil)
+		for i := range gateway.MaxHeaderFields + 1 {
+			req.Header.Set(fmt.Sprintf("X-Pad-%d", i), "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 431 {
+			t.Fatalf("GET %s with %d fields: %d", path, gateway.MaxHeaderFields+1, resp.StatusCode)
+		}
+	}
 }
 
 // gate is a Lease that holds every call until it is opened.

@@ -244,14 +244,14 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{})
 	e.HTTPErrorHandler = g.httpError
-	e.Use(g.recover, g.route)
+	e.Use(g.recover, g.route, g.limitHeaders) // every path's header is bounded
 	e.GET("/health", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/ready", g.ready)
 	if opts.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(opts.Metrics))
 	}
 	for path, h := range opts.Routes {
-		e.GET(path, echo.WrapHandler(h), g.limitHeaders, g.guardHost)
+		e.GET(path, echo.WrapHandler(h), g.guardHost)
 	}
 	g.routes = map[string]bool{}
 	for _, r := range e.Routes() {
@@ -259,18 +259,18 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 	}
 	g.routes[opts.Path] = true
 	if opts.Admin != nil && opts.AdminAuth != nil {
-		e.Any(adminPrefix+"*", g.serveAdmin, g.limitHeaders, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
+		e.Any(adminPrefix+"*", g.serveAdmin, g.guardHost, g.admit, g.authenticateAdmin, g.limitRate)
 		g.routes[adminPrefix+"*"] = true
 		if opts.Console != nil {
 			// Any method reaches the console's handler, which refuses all
 			// but GET and HEAD itself, under its policy headers.
 			serve := echo.WrapHandler(opts.Console)
-			e.Any(consolePrefix+"*", serve, g.limitHeaders, g.guardHost, g.admit)
-			e.Any(strings.TrimSuffix(consolePrefix, "/"), serve, g.limitHeaders, g.guardHost, g.admit)
+			e.Any(consolePrefix+"*", serve, g.guardHost, g.admit)
+			e.Any(strings.TrimSuffix(consolePrefix, "/"), serve, g.guardHost, g.admit)
 			g.routes[consolePrefix+"*"] = true
 		}
 	}
-	e.Any(opts.Path, g.serveMCP, g.limitHeaders, g.guardHost, g.admit, g.authenticate, g.limitRate, g.readBody, g.checkMessages, g.capSessions)
+	e.Any(opts.Path, g.serveMCP, g.guardHost, g.admit, g.authenticate, g.limitRate, g.readBody, g.checkMessages, g.capSessions)
 	g.echo = e
 	g.handler = g.instrument(e)
 	return g, nil
