@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/term"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
@@ -442,15 +443,11 @@ func importError(err error, rep storage.ImportReport) error {
 		Message: fmt.Sprintf("%s (%d memories were imported before it, and stay)", e.Message, rep.Imported)}
 }
 
-// isTerminal reports whether r is a terminal (a character device), which
-// holds no file of memories.
+// isTerminal reports whether r is a terminal, which holds no file of
+// memories (/dev/null, a character device too, is an empty file).
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 type backupCmd struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,5 +338,20 @@ func TestStoreCommandsSweepWhatExpired(t *testing.T) {
 	list := mg(t, env{}, "", "trash", "list", "--data-dir", dir).ok(t)
 	if ms, _ := list["memories"].([]any); len(ms) != 1 {
 		t.Fatalf("the trash: %v", list)
+	}
+}
+
+// /dev/null as standard input (docker exec without -i) is an empty file,
+// not a terminal: the import reads it and imports nothing.
+func TestImportReadsDevNull(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var out, errOut bytes.Buffer
+	err = run(t.Context(), []string{"import", "--data-dir", t.TempDir()}, env{}.get, null, &out, &errOut)
+	if err != nil || !strings.Contains(out.String(), `"imported":0`) {
+		t.Fatalf("%v %q %q", err, out.String(), errOut.String())
 	}
 }
