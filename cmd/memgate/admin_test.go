@@ -356,12 +356,15 @@ func TestTransfersAloneHoldTheStreamCap(t *testing.T) {
 	defer pw.Close()
 	req, _ := http.NewRequest("POST", base+admin.Prefix+"namespaces/team-a/import", pr)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
-	done := make(chan struct{})
+	done := make(chan string, 1)
 	go func() {
-		defer close(done)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+		resp, err := (&http.Client{}).Do(req)
+		if err != nil {
+			done <- err.Error()
+			return
 		}
+		resp.Body.Close()
+		done <- resp.Status
 	}()
 	pw.Write([]byte(`{"memgate_export":1}` + "\n"))
 	// The import holds the one stream slot while its body comes.
@@ -370,6 +373,11 @@ func TestTransfersAloneHoldTheStreamCap(t *testing.T) {
 		code, _ := adminCall(t, base, "GET", "namespaces/team-a/export", adminToken, nil)
 		if code == 503 {
 			break
+		}
+		select {
+		case status := <-done:
+			t.Fatalf("the import ended before its body did: %s", status)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the import holds no stream slot: export %d", code)
@@ -385,7 +393,9 @@ func TestTransfersAloneHoldTheStreamCap(t *testing.T) {
 	}
 	resp.Body.Close()
 	pw.Close()
-	<-done
+	if status := <-done; !strings.HasPrefix(status, "200") {
+		t.Fatalf("the import: %s", status)
+	}
 }
 
 // The console's answers to any method carry its policy.

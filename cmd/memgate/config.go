@@ -291,7 +291,7 @@ func (c *Config) Validate() error {
 	if c.taken&takesMemory != 0 && (c.MaxMemoryBytes < 1 || c.MaxMemoryBytes > maxMemoryBytesLimit) {
 		bad("max-memory-bytes", "must be from 1 to %d", maxMemoryBytesLimit)
 	}
-	if c.taken&takesResponse != 0 && c.MaxMemoryBytes >= 1 {
+	if c.taken&takesResponse != 0 && c.MaxMemoryBytes >= 1 && c.MaxMemoryBytes <= maxMemoryBytesLimit {
 		if minReply := memgate.MinResponseBytes(c.MaxMemoryBytes); c.MaxResponseBytes < minReply || c.MaxResponseBytes > maxResponseBytesLimit {
 			bad("max-response-bytes", "must be from %d (what one memory of --max-memory-bytes %d can take in an answer) to %d",
 				minReply, c.MaxMemoryBytes, maxResponseBytesLimit)
@@ -304,7 +304,12 @@ func (c *Config) Validate() error {
 			bad("write-mode", "must be full, read-only or candidate")
 		}
 	}
-	for _, t := range c.DisableTool {
+	// "remember, forget," lists two tools: the spaces and the last comma
+	// are the list's.
+	c.DisableTool = slices.DeleteFunc(c.DisableTool, func(t string) bool { return strings.TrimSpace(t) == "" })
+	for i, t := range c.DisableTool {
+		t = strings.TrimSpace(t)
+		c.DisableTool[i] = t
 		if !slices.Contains(server.ToolNames, t) {
 			bad("disable-tool", "%q is not a tool; tools are %s", t, strings.Join(server.ToolNames, ", "))
 		}

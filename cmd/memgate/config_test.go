@@ -123,7 +123,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 
 func TestValidateReadsTheEnvironmentToo(t *testing.T) {
 	r := mg(t, env{"MEMGATE_DATA_DIR": t.TempDir(), "MEMGATE_LOG": "loud", "MEMGATE_WRITE_MODE": "sometimes"}, "", "stats")
-	if r.code != 2 || !strings.Contains(r.stderr, "--log:") || !strings.Contains(r.stderr, "--write-mode:") {
+	if r.code != 2 || !strings.Contains(r.stderr, "MEMGATE_LOG (--log):") || !strings.Contains(r.stderr, "MEMGATE_WRITE_MODE (--write-mode):") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -35,7 +35,7 @@ func TestEmbedderFlagsAreValidated(t *testing.T) {
 	}
 	// The environment configures it too, as every configuration flag.
 	r := mg(t, env{"HOME": t.TempDir(), "MEMGATE_EMBEDDER": "glove"}, "", "serve")
-	if r.code != 2 || !strings.Contains(r.stderr, "--embedder:") {
+	if r.code != 2 || !strings.Contains(r.stderr, "MEMGATE_EMBEDDER (--embedder):") {
 		t.Errorf("MEMGATE_EMBEDDER=glove: exit %d, %q", r.code, r.stderr)
 	}
 }

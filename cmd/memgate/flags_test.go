@@ -217,7 +217,7 @@ func TestStoreCommandsRunInTheServersEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	e := serverEnvironment(dir)
 	// serve reads those variables: with them it refuses to start.
-	mg(t, e, "", "serve").fails(t, 2, "--max-stores: must be at least 1")
+	mg(t, e, "", "serve").fails(t, 2, "MEMGATE_MAX_STORES (--max-stores): must be at least 1")
 
 	m := mg(t, e, "", "remember", "kept beside the server", "--id", "k").ok(t)
 	if m["created"] != true {
@@ -345,4 +345,21 @@ func TestAMultiLineTextTakenForAFlagIsNotEchoed(t *testing.T) {
 	if strings.Contains(r.stderr, "marmalade") {
 		t.Fatalf("stderr %q", r.stderr)
 	}
+}
+
+// A bad value from the environment is blamed on its variable; one bad
+// value makes one line, not a second about a flag it confused.
+func TestBadValuesNameTheirSource(t *testing.T) {
+	mg(t, env{"MEMGATE_SESSION_IDLE": "bogus"}, "", "serve", "--transport", "http", "--data-dir", t.TempDir()).
+		fails(t, 2, "memgate: MEMGATE_SESSION_IDLE (--session-idle): expected duration")
+	mg(t, env{"MEMGATE_WRITE_MODE": "nope"}, "", "stats", "--data-dir", t.TempDir()).
+		fails(t, 2, "memgate: MEMGATE_WRITE_MODE (--write-mode): must be full, read-only or candidate")
+	mg(t, env{"MEMGATE_WRITE_MODE": "nope"}, "", "stats", "--data-dir", t.TempDir(), "--write-mode", "also-bad").
+		fails(t, 2, "memgate: --write-mode: must be full, read-only or candidate")
+	r := mg(t, env{}, "", "stats", "--data-dir", t.TempDir(), "--max-memory-bytes", "99999999999")
+	r.fails(t, 2, "--max-memory-bytes: must be from 1 to")
+	if strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	mg(t, env{"MEMGATE_DISABLE_TOOL": " remember , forget, "}, "", "stats", "--data-dir", t.TempDir()).ok(t)
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -89,10 +90,10 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	cfg, kctx, err := parseArgs(args, getenv, stdout, stderr)
 	if err != nil {
-		return err
+		return namedBySource(err, args, getenv)
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError{err}
+		return namedBySource(usageError{err}, args, getenv)
 	}
 	a := &app{ctx: ctx, cfg: cfg, stdin: stdin, stdout: stdout, stderr: stderr, log: cfg.logger(stderr), getenv: getenv}
 	err = kctx.Run(a)
@@ -178,6 +179,34 @@ func parse(parser *kong.Kong, args []string) (kctx *kong.Context, err error) {
 		return nil, usageError{errors.New(msg)}
 	}
 	return kctx, nil
+}
+
+// namedBySource returns a usage error whose lines blame a flag ("--x: …")
+// that the command line does not hold, but its variable does, as that
+// variable's: "MEMGATE_X (--x): …". Other errors are returned as they are.
+func namedBySource(err error, args []string, getenv func(string) string) error {
+	var u usageError
+	if !errors.As(err, &u) {
+		return err
+	}
+	lines := strings.Split(err.Error(), "\n")
+	changed := false
+	for i, line := range lines {
+		flag, rest, ok := strings.Cut(line, ":")
+		name, isFlag := strings.CutPrefix(flag, "--")
+		if !ok || !isFlag || name == "" || strings.ContainsAny(name, " =") {
+			continue
+		}
+		onLine := slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
+		env := envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if !onLine && getenv(env) != "" {
+			lines[i], changed = env+" ("+flag+"):"+rest, true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return usageError{errors.New(strings.Join(lines, "\n"))}
 }
 
 // usageError is a command line or configuration that cannot run: status 2.
