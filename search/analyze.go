@@ -156,14 +156,31 @@ func classAt(s string, i int) (class, int) {
 }
 
 // appendSegment appends the terms of one UAX #29 word. A plain word is one
-// part. An identifier is several, split at separators ('_', '.', '/', ...),
-// at lower→Upper, before the last capital of a run that starts a word
-// (HTTPServer: http|server), and between letters and digits; it then also
-// yields its whole form, from the first part to the last.
+// part. An identifier is several (see eachPartOf); it then also yields its
+// whole form, from the first part to the last, before its parts.
 func appendSegment(dst []string, seg string) []string {
 	at := len(dst)
-	parts, first, last := 0, 0, 0
-	whole := true
+	first, last, parts, whole := eachPartOf(seg, func(start, end int) { dst = appendWord(dst, seg[start:end]) })
+	if parts > 1 && whole {
+		var buf [MaxTermBytes]byte
+		if n, ok := fold(&buf, seg[first:last]); ok {
+			if term, keep := termOf(buf[:n]); keep {
+				dst = slices.Insert(dst, at, term)
+			}
+		}
+	}
+	return dst
+}
+
+// eachPartOf calls part with the bounds of each part of seg, one UAX #29
+// word, in order: split at separators ('_', '.', '/', ...), at
+// lower→Upper, before the last capital of a run that starts a word
+// (HTTPServer: http|server), and between letters and digits. It returns
+// where the first part starts and the last ends, how many there are, and
+// whether seg is whole (no apostrophe or invalid byte), so that the parts
+// also stand for it as one.
+func eachPartOf(seg string, part func(start, end int)) (first, last, parts int, whole bool) {
+	whole = true
 	start := -1 // where the open part starts, or -1
 	var prev class
 	for i := 0; i <= len(seg); {
@@ -179,7 +196,7 @@ func appendSegment(dst []string, seg string) []string {
 			boundary = splits(prev, c, seg[i+size:])
 		}
 		if boundary && start >= 0 {
-			dst = appendWord(dst, seg[start:i])
+			part(start, i)
 			if parts == 0 {
 				first = start
 			}
@@ -194,15 +211,7 @@ func appendSegment(dst []string, seg string) []string {
 		}
 		i += size
 	}
-	if parts > 1 && whole {
-		var buf [MaxTermBytes]byte
-		if n, ok := fold(&buf, seg[first:last]); ok {
-			if term, keep := termOf(buf[:n]); keep {
-				dst = slices.Insert(dst, at, term)
-			}
-		}
-	}
-	return dst
+	return first, last, parts, whole
 }
 
 // splits reports whether a letter or digit of class c starts a new part

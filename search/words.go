@@ -38,47 +38,20 @@ func EachWord(text string, fn func(word []byte)) {
 }
 
 // eachPart is appendSegment for words: the whole identifier first (when it
-// has several parts), then each part.
+// has several parts), then each part (the first 32).
 func eachPart(seg string, emit func(string)) {
 	var starts, ends [32]int
-	parts, first, last := 0, 0, 0
-	whole := true
-	start := -1
-	var prev class
-	for i := 0; i <= len(seg); {
-		c, size := sep, 1
-		if i < len(seg) {
-			c, size = classAt(seg, i)
+	n := 0
+	first, last, parts, whole := eachPartOf(seg, func(start, end int) {
+		if n < len(starts) {
+			starts[n], ends[n] = start, end
+			n++
 		}
-		boundary := c >= sep
-		switch {
-		case c == apostrophe || c == invalid:
-			whole = false
-		case c <= digit && start >= 0:
-			boundary = splits(prev, c, seg[i+size:])
-		}
-		if boundary && start >= 0 {
-			if parts < len(starts) {
-				starts[parts], ends[parts] = start, i
-			}
-			if parts == 0 {
-				first = start
-			}
-			parts++
-			last, start = i, -1
-		}
-		if c <= digit {
-			if start < 0 {
-				start = i
-			}
-			prev = c
-		}
-		i += size
-	}
+	})
 	if parts > 1 && whole {
 		emit(seg[first:last])
 	}
-	for p := range min(parts, len(starts)) {
+	for p := range n {
 		emit(seg[starts[p]:ends[p]])
 	}
 }
