@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,22 +204,13 @@ func unmarshalVectorShared(b []byte) (storedVector, error) {
 	return v, nil
 }
 
+// unmarshalVector decodes a stored vector into memory of its own.
 func unmarshalVector(b []byte) (storedVector, error) {
-	if len(b) < 1 || b[0] != vectorFormat {
-		return storedVector{}, errBadRecord
+	v, err := unmarshalVectorShared(b)
+	if err != nil {
+		return storedVector{}, err
 	}
-	b = b[1:]
-	l, n := binary.Uvarint(b)
-	if n <= 0 || uint64(len(b)-n) < l+4 {
-		return storedVector{}, errBadRecord
-	}
-	v := storedVector{model: string(b[n : n+int(l)])}
-	b = b[n+int(l):]
-	v.scale = math.Float32frombits(binary.LittleEndian.Uint32(b))
-	v.q = make([]int8, len(b)-4)
-	for i, x := range b[4:] {
-		v.q[i] = int8(x)
-	}
+	v.model, v.q = strings.Clone(v.model), slices.Clone(v.q)
 	return v, nil
 }
 
