@@ -95,6 +95,9 @@ func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take 
 					return err
 				}
 			}
+			if len(k) != 8 {
+				return errBadRecord
+			}
 			doc := binary.BigEndian.Uint64(k)
 			if limit > 0 && count == limit {
 				next = encodeCursor(cursorExport, u64(doc-1))

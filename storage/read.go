@@ -192,6 +192,9 @@ func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, er
 			if err := w.step(); err != nil {
 				return err
 			}
+			if len(k) < 8 {
+				return errBadRecord
+			}
 			doc := binary.BigEndian.Uint64(k)
 			if created {
 				plain, err := s.seal.open(bucketCreated, k, val)

@@ -186,6 +186,9 @@ func unmarshalRecord(b []byte) (record, error) {
 
 // decodeRecord unseals and decodes the docs bucket's value v under key k.
 func (s *Store) decodeRecord(k, v []byte) (record, error) {
+	if len(k) != 8 { // a document number; anything else is damage
+		return record{}, errBadRecord
+	}
 	plain, err := s.seal.open(bucketDocs, k, v)
 	if err != nil {
 		return record{}, err

@@ -195,6 +195,9 @@ func copyRekeyed(ctx context.Context, src *Store, path string, to *Encryption, b
 			if err != nil {
 				return err
 			}
+			if len(k) != 8 {
+				return errBadRecord
+			}
 			key, doc := bytes.Clone(k), binary.BigEndian.Uint64(k)
 			sealed := dst.seal(bucketDocs, key, plain)
 			if err := w.put(bucketDocs, key, sealed); err != nil {

@@ -622,6 +622,9 @@ func (s *Store) missingVectors(model string, after uint64) ([]uint64, []string, 
 		c := tx.Bucket(bucketDocs).Cursor()
 		t := s.txn(tx)
 		for k, _ := c.Seek(u64(after + 1)); k != nil && len(docs) < catchUpBatch; k, _ = c.Next() {
+			if len(k) != 8 {
+				return errBadRecord
+			}
 			doc := binary.BigEndian.Uint64(k)
 			if vb != nil {
 				if raw := vb.Get(k); raw != nil {
