@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -32,15 +31,7 @@ func (g *Gateway) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		p, _, err := g.opts.AdminAuth.Authenticate(r)
 		if err != nil {
-			status, challenge := http.StatusUnauthorized, `Bearer error="invalid_token"`
-			var refusal Refusal
-			if errors.As(err, &refusal) {
-				status, challenge = refusal.Status(), refusal.Challenge()
-			}
-			if challenge != "" {
-				c.Response().Header().Set("WWW-Authenticate", challenge)
-			}
-			return g.refuse(c, status, http.StatusText(status))
+			return g.refuseCredential(c, err)
 		}
 		c.SetRequest(r.WithContext(server.WithPrincipal(r.Context(), p)))
 		return next(c)

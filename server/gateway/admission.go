@@ -362,15 +362,7 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		p, expires, err := g.opts.Auth.Authenticate(r)
 		if err != nil {
-			status, challenge := http.StatusUnauthorized, `Bearer error="invalid_token"`
-			var refusal Refusal
-			if errors.As(err, &refusal) {
-				status, challenge = refusal.Status(), refusal.Challenge()
-			}
-			if challenge != "" {
-				c.Response().Header().Set("WWW-Authenticate", challenge)
-			}
-			return g.refuse(c, status, http.StatusText(status))
+			return g.refuseCredential(c, err)
 		}
 		ctx := context.WithValue(r.Context(), tokenInfoKey{}, server.NewTokenInfo(p, expires))
 		c.SetRequest(r.WithContext(ctx))
@@ -503,4 +495,18 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.free)
 	return err
+}
+
+// refuseCredential answers a request whose credential an Authenticator
+// refused: the refusal's status and challenge, else 401 invalid_token.
+func (g *Gateway) refuseCredential(c echo.Context, err error) error {
+	status, challenge := http.StatusUnauthorized, `Bearer error="invalid_token"`
+	var refusal Refusal
+	if errors.As(err, &refusal) {
+		status, challenge = refusal.Status(), refusal.Challenge()
+	}
+	if challenge != "" {
+		c.Response().Header().Set("WWW-Authenticate", challenge)
+	}
+	return g.refuse(c, status, http.StatusText(status))
 }
