@@ -21,12 +21,20 @@ import (
 // (version 0: it is not a memory yet).
 func (s *Store) Propose(ctx context.Context, w memgate.Write) (memgate.Memory, error) {
 	const op = "storage.Propose"
-	w, err := w.Normalize(s.opts.MaxTextBytes)
+	if s.repl != nil && !applying(ctx) {
+		var m memgate.Memory
+		err := s.replicate(ctx, op, &entry{Kind: opPropose, Write: &w}, func(ctx context.Context) (err error) {
+			m, err = s.Propose(ctx, w)
+			return err
+		}, always)
+		return m, err
+	}
+	w, err := w.Normalize(s.maxText())
 	if err != nil {
 		return memgate.Memory{}, err
 	}
 	if w.ID == "" {
-		if w.ID, err = newID(); err != nil {
+		if w.ID, err = s.newID(); err != nil {
 			return memgate.Memory{}, err
 		}
 	}
@@ -72,6 +80,9 @@ var errNoCandidate = &memgate.Error{Code: memgate.CodeNotFound, Message: "no can
 // Candidates returns one page of the candidates, in key order.
 func (s *Store) Candidates(ctx context.Context, cursor string, limit int) (memgate.Page, error) {
 	const op = "storage.Candidates"
+	if err := s.fresh(ctx, op); err != nil {
+		return memgate.Page{}, err
+	}
 	limit, err := checkLimit("limit", limit, memgate.DefaultListLimit, memgate.MaxListLimit)
 	if err != nil {
 		return memgate.Page{}, err
@@ -142,6 +153,14 @@ func (s *Store) Approve(ctx context.Context, id string) (memgate.Memory, error) 
 	if err := memgate.ValidateID("id", id); err != nil {
 		return memgate.Memory{}, err
 	}
+	if s.repl != nil && !applying(ctx) {
+		var m memgate.Memory
+		err := s.replicate(ctx, op, &entry{Kind: opApprove, ID: id}, func(ctx context.Context) (err error) {
+			m, err = s.Approve(ctx, id)
+			return err
+		}, always)
+		return m, err
+	}
 	var w memgate.Write
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		key := s.seal.key(kindID, id)
@@ -179,6 +198,9 @@ func (s *Store) Reject(ctx context.Context, id string) error {
 	const op = "storage.Reject"
 	if err := memgate.ValidateID("id", id); err != nil {
 		return err
+	}
+	if s.repl != nil && !applying(ctx) {
+		return s.replicate(ctx, op, &entry{Kind: opReject, ID: id}, func(ctx context.Context) error { return s.Reject(ctx, id) }, always)
 	}
 	err := s.write.do(func(t *txn) error {
 		key := s.seal.key(kindID, id)

@@ -177,6 +177,9 @@ func (c *committer) commit(group []*writeOp, errs []error) []error {
 	}
 	c.s.index.mergeIfDue()
 	for i := range errs {
+		if errs[i] == nil && group[i].fn != nil {
+			c.s.commits.Add(1)
+		}
 		errs[i] = StoreError("storage.commit", errs[i])
 	}
 	return errs

@@ -24,6 +24,9 @@ import (
 // counted as Search counts them (gone memories discounted).
 func (s *Store) Corpus(ctx context.Context, text string) (memgate.Corpus, error) {
 	const op = "storage.Corpus"
+	if err := s.fresh(ctx, op); err != nil {
+		return memgate.Corpus{}, err
+	}
 	if err := cancelled(ctx); err != nil {
 		return memgate.Corpus{}, err
 	}
@@ -70,6 +73,9 @@ var errOtherTerms = errors.New("the corpus of the other stores has other terms t
 // them, and it need not read them. With an empty others and above 0 it is
 // Search.
 func (s *Store) SearchWith(ctx context.Context, q memgate.Query, others memgate.Corpus, above float64) (memgate.Result, error) {
+	if err := s.fresh(ctx, "storage.Search"); err != nil {
+		return memgate.Result{}, err
+	}
 	if others.Memories != 0 || others.Length != 0 {
 		terms := queryTerms(q.Text)
 		if _, ok := (memgate.Corpus{Memories: 1, Terms: terms, DF: make([]int64, len(terms))}).Add(others); !ok {

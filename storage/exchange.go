@@ -62,6 +62,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer, cursor string, limit in
 // so the pages restore a state no older than the first page.
 func (s *Store) ExportLines(ctx context.Context, cursor string, limit int, take func(line []byte) bool) (int, string, error) {
 	const op = "storage.Export"
+	if err := s.fresh(ctx, op); err != nil {
+		return 0, "", err
+	}
 	if limit < 0 {
 		return 0, "", memgate.Invalid("limit", "limit must not be negative")
 	}
@@ -193,6 +196,19 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 	case ImportSkip, ImportOverwrite, ImportFail:
 	default:
 		return rep, memgate.Invalid("on_conflict", "on_conflict must be skip, overwrite or fail")
+	}
+	if s.repl != nil && !applying(ctx) {
+		body, err := readBody(r, maxImportEntry)
+		if err != nil {
+			return rep, err
+		}
+		before := s.commits.Load()
+		e := &entry{Kind: opImport, Body: body, OnConflict: onConflict}
+		err = s.replicate(ctx, op, e, func(ctx context.Context) (err error) {
+			rep, err = s.Import(ctx, bytes.NewReader(body), onConflict)
+			return err
+		}, func() bool { return s.commits.Load() != before })
+		return rep, err
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), s.importLine())
@@ -424,7 +440,7 @@ func (s *Store) parseLine(line []byte, n int, g *graph) (*importItem, bool, erro
 func (s *Store) importBatch(ctx context.Context, batch []importItem, onConflict string) (imported, skipped int, quota, err error) {
 	for i := range batch {
 		if batch[i].w.ID == "" {
-			id, err := newID()
+			id, err := s.newID()
 			if err != nil {
 				return 0, 0, nil, err
 			}
@@ -668,6 +684,9 @@ func (g *graph) items(maxText int) ([]importItem, error) {
 func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	const op = "storage.Backup"
 	if err := cancelled(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.fresh(ctx, op); err != nil {
 		return 0, err
 	}
 	var n int64

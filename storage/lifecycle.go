@@ -227,6 +227,13 @@ const sweepBatch = 16
 // deleted.
 func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, purged int, err error) {
 	const op = "storage.Sweep"
+	if s.repl != nil && !applying(ctx) {
+		err = s.replicate(ctx, op, &entry{Kind: opSweep, Retention: int64(retention)}, func(ctx context.Context) (err error) {
+			expired, purged, err = s.Sweep(ctx, retention)
+			return err
+		}, func() bool { return expired+purged > 0 })
+		return expired, purged, err
+	}
 	for {
 		start := time.Now()
 		n, err := s.sweepExpired(ctx)
@@ -236,6 +243,9 @@ func (s *Store) Sweep(ctx context.Context, retention time.Duration) (expired, pu
 		}
 		if n < sweepBatch {
 			break
+		}
+		if s.repl != nil {
+			continue // a replica's sweep holds the log's lock: it does not pause
 		}
 		// Leave the committer to the writers for as long as the batch took:
 		// a long sweep then takes at most every other commit.

@@ -16,6 +16,9 @@ import (
 // Get returns the memory with id, or not_found.
 func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 	const op = "storage.Get"
+	if err := s.fresh(ctx, op); err != nil {
+		return memgate.Memory{}, err
+	}
 	if err := memgate.ValidateID("id", id); err != nil {
 		return memgate.Memory{}, err
 	}
@@ -43,6 +46,9 @@ func (s *Store) Get(ctx context.Context, id string) (memgate.Memory, error) {
 // Stats counts the store's memories and their bytes, and the file's size.
 func (s *Store) Stats(ctx context.Context) (memgate.StoreStats, error) {
 	const op = "storage.Stats"
+	if err := s.fresh(ctx, op); err != nil {
+		return memgate.StoreStats{}, err
+	}
 	if err := cancelled(ctx); err != nil {
 		return memgate.StoreStats{}, err
 	}
@@ -117,6 +123,9 @@ const (
 // at most once, in its new place.
 func (s *Store) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, error) {
 	const op = "storage.List"
+	if err := s.fresh(ctx, op); err != nil {
+		return memgate.Page{}, err
+	}
 	limit, err := checkLimit("limit", q.Limit, memgate.DefaultListLimit, memgate.MaxListLimit)
 	if err != nil {
 		return memgate.Page{}, err

@@ -26,6 +26,9 @@ const (
 // words, narrowed by tags and the metadata filter. Without words, the
 // memories that pass the narrowing come back newest first, each scored 1.
 func (s *Store) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
+	if err := s.fresh(ctx, "storage.Search"); err != nil {
+		return memgate.Result{}, err
+	}
 	return s.search(ctx, q, scale{})
 }
 

@@ -104,6 +104,12 @@ type Options struct {
 	Embedder Embedder
 	// EmbedTimeout bounds each call to the embedder; 0 means 2s.
 	EmbedTimeout time.Duration
+	// Log, when set, makes the store one replica of a namespace that
+	// several processes share, its file a cache of the log (replica.go).
+	Log Log
+	// Staleness bounds how old a replica's view may be when a read starts
+	// (--replica-staleness); 0 means DefaultStaleness.
+	Staleness time.Duration
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for
@@ -127,6 +133,9 @@ type Store struct {
 
 	vecs        vecIndex // the current model's vectors (vectors.go)
 	stopVectors func()   // stops the catch-up; nil without an embedder
+
+	repl    *replica      // nil unless the store is a replica (Options.Log)
+	commits atomic.Uint64 // writes committed (refusals are not)
 }
 
 // Open opens the store in the file at path, creating it (and its folder) if
@@ -174,6 +183,10 @@ func Open(path string, opts Options) (*Store, error) {
 	// the file near its data at the price of a few more (rare) grows.
 	db.AllocSize = 1 << 20
 	s := &Store{db: db, file: file, path: path, opts: opts, seal: plainSealer{}, log: log, now: now}
+	if opts.Log != nil {
+		s.repl = newReplica(opts)
+		s.now = s.repl.now(now)
+	}
 	if err := s.checkFile(); err != nil {
 		s.closeBolt()
 		return nil, err
@@ -181,6 +194,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := s.init(); err != nil {
 		s.closeBolt()
 		return nil, StoreError(op, err)
+	}
+	if s.repl != nil {
+		if err := s.openReplica(); err != nil {
+			s.closeBolt()
+			return nil, err
+		}
 	}
 	if old, err := s.needsReindex(); err != nil || old {
 		if err == nil {
@@ -413,6 +432,9 @@ func (s *Store) Path() string { return s.path }
 // call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.repl != nil {
+			s.closeReplica()
+		}
 		if s.stopVectors != nil {
 			s.stopVectors()
 		}

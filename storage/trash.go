@@ -163,6 +163,9 @@ func (t *txn) purgeTrashBy(bucket []byte, before int64) (int, error) {
 // Trash returns one page of the trash, oldest first.
 func (s *Store) Trash(ctx context.Context, cursor string, limit int) (TrashPage, error) {
 	const op = "storage.Trash"
+	if err := s.fresh(ctx, op); err != nil {
+		return TrashPage{}, err
+	}
 	limit, err := checkLimit("limit", limit, memgate.DefaultListLimit, memgate.MaxListLimit)
 	if err != nil {
 		return TrashPage{}, err
@@ -225,6 +228,14 @@ func (s *Store) Restore(ctx context.Context, id string) (memgate.Memory, error) 
 	const op = "storage.Restore"
 	if err := memgate.ValidateID("id", id); err != nil {
 		return memgate.Memory{}, err
+	}
+	if s.repl != nil && !applying(ctx) {
+		var m memgate.Memory
+		err := s.replicate(ctx, op, &entry{Kind: opRestore, ID: id}, func(ctx context.Context) (err error) {
+			m, err = s.Restore(ctx, id)
+			return err
+		}, always)
+		return m, err
 	}
 	var (
 		rec record
@@ -298,6 +309,13 @@ func (s *Store) Restore(ctx context.Context, id string) (memgate.Memory, error) 
 func (s *Store) EmptyTrash(ctx context.Context) (int, error) {
 	const op = "storage.EmptyTrash"
 	total := 0
+	if s.repl != nil && !applying(ctx) {
+		err := s.replicate(ctx, op, &entry{Kind: opEmptyTrash}, func(ctx context.Context) (err error) {
+			total, err = s.EmptyTrash(ctx)
+			return err
+		}, func() bool { return total > 0 })
+		return total, err
+	}
 	for {
 		n, err := s.sweepOnce(ctx, func(t *txn, _ int64) (int, error) { return t.purgeTrash(math.MaxInt64) })
 		total += n

@@ -20,7 +20,7 @@ import (
 // otherwise it fails with version_conflict, whose details carry the current
 // version (0 when there is none).
 func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool, error) {
-	r, err := s.put(ctx, w, nil)
+	r, err := s.Write(ctx, w)
 	return r.Memory, r.Created, err
 }
 
@@ -29,6 +29,14 @@ func (s *Store) Put(ctx context.Context, w memgate.Write) (memgate.Memory, bool,
 // after Unicode NFC, case folding, trimming and collapsing runs of white
 // space — stores nothing and returns that memory, unless w.AllowDuplicate.
 func (s *Store) Write(ctx context.Context, w memgate.Write) (memgate.Written, error) {
+	if s.repl != nil && !applying(ctx) {
+		var done memgate.Written
+		err := s.replicate(ctx, "storage.Put", &entry{Kind: opWrite, Write: &w}, func(ctx context.Context) (err error) {
+			done, err = s.put(ctx, w, nil)
+			return err
+		}, func() bool { return !done.Deduplicated })
+		return done, err
+	}
 	return s.put(ctx, w, nil)
 }
 
@@ -36,13 +44,13 @@ func (s *Store) Write(ctx context.Context, w memgate.Write) (memgate.Written, er
 // the write.
 func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error) (memgate.Written, error) {
 	const op = "storage.Put"
-	w, err := w.Normalize(s.opts.MaxTextBytes)
+	w, err := w.Normalize(s.maxText())
 	if err != nil {
 		return memgate.Written{}, err
 	}
 	dedup := w.ID == "" && w.IfVersion == nil && !w.AllowDuplicate
 	if w.ID == "" {
-		if w.ID, err = newID(); err != nil {
+		if w.ID, err = s.newID(); err != nil {
 			return memgate.Written{}, err
 		}
 	}
@@ -136,6 +144,9 @@ func liveBytes(old *record, doc uint64) int {
 // Options.MaxMemories (adding one memory: adds) or Options.MaxBytes (text
 // bytes growing by grow), counting what the transaction already wrote.
 func (t *txn) checkQuota(adds bool, grow int) error {
+	if t.s.replayed() != nil {
+		return nil // the write passed its quota where it ran
+	}
 	o := t.s.opts
 	// What has expired but is not swept yet counts in the counters, not
 	// against the quotas; it is looked up only when a quota is at stake.
@@ -207,6 +218,10 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 	if ifVersion != nil && *ifVersion < 1 {
 		return memgate.Invalid("if_version", "if_version must be a version read earlier")
 	}
+	if s.repl != nil && !applying(ctx) {
+		e := &entry{Kind: opDelete, ID: id, IfVersion: ifVersion, Trash: s.keepsTrash()}
+		return s.replicate(ctx, op, e, func(ctx context.Context) error { return s.Delete(ctx, id, ifVersion) }, always)
+	}
 	err := s.write.do(func(t *txn) error {
 		if err := cancelled(ctx); err != nil {
 			return err
@@ -226,7 +241,7 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion *int64) error {
 		if err != nil {
 			return err
 		}
-		if s.opts.TrashRetention > 0 {
+		if s.keepsTrash() {
 			if err := t.toTrash(&old, oldDoc, clock()); err != nil {
 				return err
 			}

@@ -1,0 +1,541 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/memgate/memgate"
+)
+
+// Replicas. A store opened with Options.Log is one replica of a namespace
+// that several processes serve: the log (PostgreSQL's, say) orders every
+// write of the namespace, and each replica's file is a cache of the log,
+// rebuilt from it whenever it cannot be trusted.
+//
+// A write takes the log's lock for the namespace (no other replica writes
+// meanwhile), applies the entries this replica lacks, runs itself on the
+// store as it would without a log, and appends itself to the log — what
+// was asked, the clock it ran at and the seed of the ids it made — then
+// commits the log. So every check that can refuse a write (a version, a
+// quota, a duplicate) is made on the whole namespace, across replicas, and
+// every replica applying the same entries in the same order with the same
+// clock and ids reaches the same memories, versions and index: BM25 scores
+// are the same everywhere by construction. A refused write changes nothing
+// and is not logged. A write whose log append or commit fails after it
+// changed the file leaves a replica that no longer matches the log: the
+// store is marked damaged, and its pool makes a new file from the log.
+//
+// A read applies what the log holds beyond the replica first, asking the
+// log for its head at most every Options.Staleness/2: a write acknowledged
+// anywhere is seen by a read anywhere within Staleness.
+//
+// Entries replay as the write that made them did, whatever this replica's
+// own settings: the limits and quotas a write passed are not checked again,
+// and a forget keeps its memory in the trash if the trash was on where it
+// ran. Under encryption the entries are sealed with a key of the
+// namespace's own (its KDF record is the log's), bound to their place in
+// the log: the database holds no text, tag, id or term in the clear.
+
+// Log is the shared order of one namespace's writes.
+type Log interface {
+	// Head returns the log's state: Epoch 0 when the namespace has none.
+	Head(ctx context.Context) (LogState, error)
+	// Read calls fn with each entry after seq, in order.
+	Read(ctx context.Context, after uint64, fn func(seq uint64, entry []byte) error) error
+	// Begin locks the namespace's log for one write, creating it (with a
+	// new epoch and the key record key returns) when there is none: no
+	// other Begin of it returns until this one commits or rolls back.
+	Begin(ctx context.Context, key func() ([]byte, error)) (LogWrite, error)
+}
+
+// LogWrite is a locked log.
+type LogWrite interface {
+	// State is the log's state when it was locked.
+	State() LogState
+	Read(ctx context.Context, after uint64, fn func(seq uint64, entry []byte) error) error
+	// Append adds entry at seq, the head's next.
+	Append(ctx context.Context, seq uint64, entry []byte) error
+	// Commit ends the write, keeping what was appended; Rollback ends it
+	// without (and does nothing after Commit).
+	Commit(ctx context.Context) error
+	Rollback()
+}
+
+// LogState is a log's head: its epoch (a new one each time the namespace
+// is created again after an erase), the sequence of its last entry, and
+// the key record of its entries (nil for plain ones).
+type LogState struct {
+	Epoch int64
+	Seq   uint64
+	Key   []byte
+}
+
+// DefaultStaleness is the default of Options.Staleness (--replica-staleness).
+const DefaultStaleness = time.Second
+
+// ErrStaleReplica is Open's error for a replica's file that was not closed
+// cleanly (or came from elsewhere): its place in the log is unknown, so it
+// is of no use. Its owner removes it and opens a new one.
+var ErrStaleReplica = errors.New("storage: the replica's file does not record its place in the log")
+
+// metaReplica records, in a replica's file closed cleanly, the epoch and
+// sequence of the last entry it holds; Open takes it out again, so that a
+// file left by a crash records nothing.
+var metaReplica = []byte("replica")
+
+// bucketLog is the sealer's place for log entries (never a bucket).
+var bucketLog = []byte("log")
+
+// replica is a store's side of its log.
+type replica struct {
+	log       Log
+	staleness time.Duration
+	checked   atomic.Int64 // when the last look at the log's head started, unix ns
+
+	mu      sync.Mutex // one write or catch-up at a time, in log order
+	epoch   int64
+	applied uint64
+	seal    *encSealer // the entries' sealer; nil for plain entries or until known
+
+	at  atomic.Int64   // the clock of the entry being applied, unix ns; 0 for none
+	ids *mrand.ChaCha8 // the ids of the entry being applied
+	cur *entry         // the entry being applied, nil for none
+}
+
+// Kinds of entry.
+const (
+	opWrite      = "write"
+	opDelete     = "delete"
+	opPropose    = "propose"
+	opApprove    = "approve"
+	opReject     = "reject"
+	opRestore    = "restore"
+	opEmptyTrash = "empty_trash"
+	opImport     = "import"
+	opSweep      = "sweep"
+)
+
+// entry is one logged write: what was asked, and what made it run as it
+// did.
+type entry struct {
+	Kind       string         `json:"k"`
+	At         int64          `json:"t"`
+	Seed       []byte         `json:"s"`
+	Write      *memgate.Write `json:"w,omitempty"`
+	ID         string         `json:"id,omitempty"`
+	IfVersion  *int64         `json:"v,omitempty"`
+	Trash      bool           `json:"trash,omitempty"` // a forget kept its memory in the trash
+	Body       []byte         `json:"b,omitempty"`     // an import's lines
+	OnConflict string         `json:"c,omitempty"`
+	Retention  int64          `json:"r,omitempty"` // a sweep's trash retention, ns; -1 keeps the trash
+
+	replay bool // applied from the log, not asked of this replica
+}
+
+// applyingKey marks the context of a write that runs on the store alone:
+// an entry being applied (from the log, or under the log's lock).
+type applyingKey struct{}
+
+// applying reports whether ctx is an entry's application: a write to run
+// on the store as it is, not to replicate.
+func applying(ctx context.Context) bool { return ctx.Value(applyingKey{}) != nil }
+
+// replayed returns the entry being applied from the log, whose limits are
+// not checked again; nil when none is. Read by a write of that entry, on
+// whichever goroutine runs its transaction.
+func (s *Store) replayed() *entry {
+	if s.repl == nil || s.repl.cur == nil || !s.repl.cur.replay {
+		return nil
+	}
+	return s.repl.cur
+}
+
+// maxText is the bound on a memory's text for a write: none for an entry
+// replayed from the log, which passed its own.
+func (s *Store) maxText() int {
+	if s.replayed() != nil {
+		return math.MaxInt32
+	}
+	return s.opts.MaxTextBytes
+}
+
+// keepsTrash says whether a forget keeps its memory in the trash: as it
+// did where it ran, for an entry replayed from the log.
+func (s *Store) keepsTrash() bool {
+	if e := s.replayed(); e != nil {
+		return e.Trash
+	}
+	return s.opts.TrashRetention > 0
+}
+
+func newReplica(opts Options) *replica {
+	st := opts.Staleness
+	if st <= 0 {
+		st = DefaultStaleness
+	}
+	return &replica{log: opts.Log, staleness: st}
+}
+
+// now is the store's clock: the entry's while one is applied.
+func (r *replica) now(base func() time.Time) func() time.Time {
+	return func() time.Time {
+		if at := r.at.Load(); at != 0 {
+			return time.Unix(0, at)
+		}
+		return base()
+	}
+}
+
+// newID is the id of a new memory: a UUIDv7 from the entry's clock and
+// seed while one is applied, so every replica makes the same.
+func (s *Store) newID() (string, error) {
+	r := s.repl
+	if r == nil || r.at.Load() == 0 {
+		return newID()
+	}
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[:8], uint64(r.at.Load()/int64(time.Millisecond))<<16)
+	binary.BigEndian.PutUint64(u[8:], r.ids.Uint64())
+	binary.BigEndian.PutUint16(u[6:8], uint16(r.ids.Uint64()))
+	u[6] = u[6]&0x0f | 0x70 // version 7
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}
+
+// replicate runs write, a write this replica was asked for, under the
+// log's lock, and logs it as e unless it was refused. changed says, for a
+// write that succeeded, whether it changed anything (an empty sweep is not
+// logged).
+func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(ctx context.Context) error, changed func() bool) error {
+	r := s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.damaged.Load() {
+		return damagedError(op, nil)
+	}
+	lw, err := r.log.Begin(ctx, s.newLogKey)
+	if err != nil {
+		return logError(op, err)
+	}
+	defer lw.Rollback()
+	if err := s.catchUpLog(ctx, op, lw.State(), lw.Read); err != nil {
+		return err
+	}
+	e.At = time.Now().UnixNano()
+	if s.opts.Now != nil {
+		e.At = s.opts.Now().UnixNano()
+	}
+	e.Seed = make([]byte, 32)
+	rand.Read(e.Seed)
+	before := s.commits.Load()
+	werr := s.apply(ctx, e, write)
+	switch {
+	case werr == nil && !changed():
+		return nil
+	case werr != nil && s.commits.Load() == before:
+		return werr // refused, or failed before any change
+	}
+	plain, err := json.Marshal(e)
+	if err == nil {
+		seq := r.applied + 1
+		if err = lw.Append(ctx, seq, r.sealEntry(seq, plain)); err == nil {
+			err = lw.Commit(ctx)
+		}
+		if err == nil {
+			r.applied = seq
+			return werr
+		}
+	}
+	// The file holds a write the log may not: it is no replica any more.
+	s.damaged.Store(true)
+	s.log.Error("a write could not be logged; this replica's store is rebuilt from the log", "op", op, "error", err)
+	return logError(op, err)
+}
+
+// apply runs write with e's clock and ids. Called with r.mu held.
+func (s *Store) apply(ctx context.Context, e *entry, write func(ctx context.Context) error) error {
+	r := s.repl
+	r.ids = mrand.NewChaCha8([32]byte(e.Seed))
+	r.cur = e
+	r.at.Store(e.At)
+	defer func() {
+		r.at.Store(0)
+		r.cur = nil
+	}()
+	return write(context.WithValue(ctx, applyingKey{}, e))
+}
+
+// fresh brings the replica up to the log's head when it has not looked at
+// it for Staleness/2: a read's first step.
+func (s *Store) fresh(ctx context.Context, op string) error {
+	r := s.repl
+	if r == nil {
+		return nil
+	}
+	if applying(ctx) {
+		return nil
+	}
+	start := time.Now().UnixNano()
+	if start-r.checked.Load() < int64(r.staleness/2) {
+		return nil
+	}
+	st, err := r.log.Head(ctx)
+	if err != nil {
+		return logError(op, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := s.catchUpLog(ctx, op, st, r.log.Read); err != nil {
+		return err
+	}
+	if start > r.checked.Load() {
+		r.checked.Store(start)
+	}
+	return nil
+}
+
+// catchUp applies the entries of the log (whose head is st, read with
+// read) that the replica lacks. Called with r.mu held.
+func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read func(context.Context, uint64, func(uint64, []byte) error) error) error {
+	r := s.repl
+	if s.damaged.Load() {
+		return damagedError(op, nil)
+	}
+	if st.Epoch != r.epoch {
+		if r.applied != 0 || r.epoch != 0 {
+			// Erased and made anew since: this file is another namespace's.
+			s.damaged.Store(true)
+			return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: ErrStaleReplica,
+				Message: "this namespace was erased and made anew on another replica; retry"}
+		}
+		r.epoch = st.Epoch
+	}
+	if r.seal == nil && st.Key != nil {
+		if err := s.openLogKey(st.Key); err != nil {
+			return err
+		}
+	}
+	if st.Seq <= r.applied {
+		return nil
+	}
+	err := read(ctx, r.applied, func(seq uint64, sealed []byte) error {
+		if seq != r.applied+1 {
+			return fmt.Errorf("%w: entry %d follows %d", ErrDamaged, seq, r.applied)
+		}
+		plain, err := r.openEntry(seq, sealed)
+		if err != nil {
+			return err
+		}
+		var e entry
+		if err := json.Unmarshal(plain, &e); err != nil || len(e.Seed) != 32 {
+			return fmt.Errorf("%w: an entry of the log does not decode", ErrDamaged)
+		}
+		e.replay = true
+		if err := s.apply(ctx, &e, func(ctx context.Context) error { return s.replay(ctx, &e) }); err != nil && !isRefusal(err) {
+			return err
+		}
+		r.applied = seq
+		return nil
+	})
+	if err == nil && r.applied < st.Seq {
+		err = fmt.Errorf("%w: the log ends at %d before its head %d", ErrDamaged, r.applied, st.Seq)
+	}
+	if err != nil {
+		if errors.Is(err, ErrDamaged) || errors.Is(err, ErrTampered) {
+			s.damaged.Store(true)
+			s.log.Error("the log could not be applied; this replica's store is rebuilt from it", "op", op, "error", err)
+		}
+		return logError(op, err)
+	}
+	return nil
+}
+
+// replay runs entry e as the write it logs.
+func (s *Store) replay(ctx context.Context, e *entry) error {
+	var err error
+	switch e.Kind {
+	case opWrite:
+		if e.Write == nil {
+			return errBadEntry
+		}
+		_, err = s.Write(ctx, *e.Write)
+	case opDelete:
+		err = s.Delete(ctx, e.ID, e.IfVersion)
+	case opPropose:
+		if e.Write == nil {
+			return errBadEntry
+		}
+		_, err = s.Propose(ctx, *e.Write)
+	case opApprove:
+		_, err = s.Approve(ctx, e.ID)
+	case opReject:
+		err = s.Reject(ctx, e.ID)
+	case opRestore:
+		_, err = s.Restore(ctx, e.ID)
+	case opEmptyTrash:
+		_, err = s.EmptyTrash(ctx)
+	case opImport:
+		_, err = s.Import(ctx, bytes.NewReader(e.Body), e.OnConflict)
+	case opSweep:
+		_, _, err = s.Sweep(ctx, time.Duration(e.Retention))
+	default:
+		return errBadEntry
+	}
+	return err
+}
+
+var errBadEntry = fmt.Errorf("%w: an entry of the log names no write memgate knows", ErrDamaged)
+
+// logError is the error of a call that the log failed: unavailable, to be
+// retried.
+func logError(op string, err error) error {
+	var me *memgate.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrTampered) {
+		return damagedError(op, err)
+	}
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+		Message: "the shared store cannot be reached; retry shortly"}
+}
+
+// newLogKey makes the key record of a new namespace's log: the KDF record
+// and key check of its entries' sealer, nil for a plain store. The sealer
+// is taken from the log's state (catchUpLog): another replica may have
+// made the namespace first.
+func (s *Store) newLogKey() ([]byte, error) {
+	enc := s.opts.Encryption
+	if enc == nil {
+		return nil, nil
+	}
+	rec, check, _, err := enc.create(s.opts.Binding)
+	if err != nil {
+		return nil, err
+	}
+	out := binary.AppendUvarint(nil, uint64(len(rec)))
+	return append(append(out, rec...), check...), nil
+}
+
+// openLogKey sets the sealer of the log's entries from its key record.
+func (s *Store) openLogKey(key []byte) error {
+	enc := s.opts.Encryption
+	if enc == nil {
+		return ErrEncrypted
+	}
+	n, k := binary.Uvarint(key)
+	if k <= 0 || n > uint64(len(key)-k) {
+		return fmt.Errorf("%w: the log's key record does not decode", ErrDamaged)
+	}
+	sealer, err := enc.open(key[k:k+int(n)], key[k+int(n):], s.opts.Binding)
+	if err != nil {
+		return err
+	}
+	s.repl.seal = sealer
+	return nil
+}
+
+func (r *replica) sealEntry(seq uint64, plain []byte) []byte {
+	if r.seal == nil {
+		return plain
+	}
+	return r.seal.seal(bucketLog, u64(seq), plain)
+}
+
+func (r *replica) openEntry(seq uint64, sealed []byte) ([]byte, error) {
+	if r.seal == nil {
+		return sealed, nil
+	}
+	return r.seal.open(bucketLog, u64(seq), sealed)
+}
+
+// openReplica reads, and takes out, the place in the log that a replica's
+// file closed cleanly recorded. A new file is at the log's start; a file
+// with memories and no record is ErrStaleReplica.
+func (s *Store) openReplica() error {
+	r := s.repl
+	return s.writeTx("storage.Open", func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		v := meta.Get(metaReplica)
+		if v == nil {
+			if !storeEmpty(tx) {
+				return ErrStaleReplica
+			}
+			return nil
+		}
+		if len(v) != 16 {
+			return ErrStaleReplica
+		}
+		r.epoch = int64(binary.BigEndian.Uint64(v))
+		r.applied = binary.BigEndian.Uint64(v[8:])
+		return meta.Delete(metaReplica)
+	})
+}
+
+// closeReplica records the replica's place in the log in its file, with
+// the file synced to disk, so that the next Open goes on from there.
+func (s *Store) closeReplica() {
+	r := s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.damaged.Load() || s.db.IsReadOnly() {
+		return
+	}
+	v := binary.BigEndian.AppendUint64(u64(uint64(r.epoch)), r.applied)
+	s.db.NoSync = false
+	err := s.writeTx("storage.Close", func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaReplica, v)
+	})
+	if err != nil {
+		s.log.Warn("a replica's place in the log could not be recorded; its file is rebuilt at its next open",
+			"op", "storage.Close", "error", err)
+	}
+}
+
+// storeEmpty reports whether tx's store holds no memory, candidate or
+// trash: nothing a log could have put there.
+func storeEmpty(tx *bolt.Tx) bool {
+	for _, name := range [][]byte{bucketDocs, bucketCands, bucketTrash} {
+		if b := tx.Bucket(name); b != nil {
+			if k, _ := b.Cursor().First(); k != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readBody reads an import's lines whole, for its entry, up to limit bytes.
+func readBody(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, &memgate.Error{Code: memgate.CodeInvalidArgument, Op: "storage.Import",
+			Details: map[string]any{"field": "body"},
+			Message: fmt.Sprintf("an import into a shared store holds at most %d bytes; split it", limit)}
+	}
+	return b, nil
+}
+
+// always is the changed of a write that changes something whenever it
+// succeeds.
+func always() bool { return true }
+
+// maxImportEntry bounds an import into a replica: its lines travel as one
+// entry of the log.
+const maxImportEntry = 256 << 20
