@@ -32,7 +32,7 @@ type Store interface {
 // memories, stats zeros) and refuses writes. A namespace nobody has written
 // to costs no file, no folder and no slot however many read it.
 func (p *Pool) LeaseRead(ctx context.Context, ns memgate.Namespace) (Store, func(), error) {
-	if !p.exists(ns) {
+	if !p.exists(ctx, ns) {
 		p.mu.Lock()
 		closed := p.closed
 		p.mu.Unlock()
@@ -52,13 +52,16 @@ func (p *Pool) LeaseRead(ctx context.Context, ns memgate.Namespace) (Store, func
 // exists reports whether ns has a store: open, opening, closing, or a file
 // on disk. Anything but a file that is plainly not there counts as one, so
 // that its errors reach the caller.
-func (p *Pool) exists(ns memgate.Namespace) bool {
+func (p *Pool) exists(ctx context.Context, ns memgate.Namespace) bool {
 	p.mu.Lock()
 	_, open := p.lru.Peek(ns)
 	_, closing := p.closing[ns]
 	p.mu.Unlock()
 	if open || closing {
 		return true
+	}
+	if p.opts.Shared != nil {
+		return p.sharedExists(ctx, ns)
 	}
 	_, err := p.root.Lstat(p.storeFile(ns))
 	return !errors.Is(err, fs.ErrNotExist)

@@ -75,6 +75,13 @@ func (p *Pool) Erase(ctx context.Context, ns memgate.Namespace) error {
 	if rerr := p.root.RemoveAll(string(ns)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 		err = memgate.Internal(op, rerr)
 	}
+	if p.opts.Shared != nil && err == nil {
+		// Other processes' replicas find the log gone at their next look,
+		// and make theirs again.
+		if serr := p.opts.Shared.Erase(ctx, ns); serr != nil {
+			err = unavailable(op, serr)
+		}
+	}
 	p.mu.Lock()
 	delete(p.closing, ns)
 	delete(p.failed, ns)
@@ -93,8 +100,11 @@ type NamespaceEntry struct {
 // Namespaces returns, in name order, up to limit namespaces whose names
 // come after cursor and that have a store folder, and the cursor of the
 // next page ("" when there is none). It opens no store.
-func (p *Pool) Namespaces(cursor string, limit int) ([]NamespaceEntry, string, error) {
+func (p *Pool) Namespaces(ctx context.Context, cursor string, limit int) ([]NamespaceEntry, string, error) {
 	const op = "tenants.Namespaces"
+	if p.opts.Shared != nil {
+		return p.sharedNamespaces(ctx, cursor, limit)
+	}
 	dir, err := p.root.Open(".")
 	if err != nil {
 		return nil, "", memgate.Internal(op, err)

@@ -113,11 +113,11 @@ func TestEraseRemovesTheFolderAndListsNamespaces(t *testing.T) {
 		s.Put(ctx, memgate.Write{Text: "x"})
 		release()
 	}
-	page, next, err := p.Namespaces("", 2)
+	page, next, err := p.Namespaces(context.Background(), "", 2)
 	if err != nil || len(page) != 2 || page[0].Namespace != "a" || !page[0].Open || next != "b" {
 		t.Fatalf("%v %q %v", page, next, err)
 	}
-	if page, next, _ = p.Namespaces(next, 2); len(page) != 1 || page[0].Namespace != "c" || next != "" {
+	if page, next, _ = p.Namespaces(context.Background(), next, 2); len(page) != 1 || page[0].Namespace != "c" || next != "" {
 		t.Fatalf("%v %q", page, next)
 	}
 	if err := p.Erase(ctx, "b"); err != nil {
@@ -126,7 +126,7 @@ func TestEraseRemovesTheFolderAndListsNamespaces(t *testing.T) {
 	if _, err := os.Stat(StoreDir(dir, "b")); !os.IsNotExist(err) {
 		t.Fatalf("the store folder is still there: %v", err)
 	}
-	if page, _, _ = p.Namespaces("", 10); len(page) != 2 {
+	if page, _, _ = p.Namespaces(context.Background(), "", 10); len(page) != 2 {
 		t.Fatalf("after erasing b: %v", page)
 	}
 	// An erasure that cannot wait for a lease gives up and erases nothing.

@@ -67,6 +67,10 @@ type Options struct {
 	// first opened, and a store that records another folder's is refused,
 	// by NewPool and by every open, with errProjectTaken.
 	Project *ProjectBinding
+	// Shared, when set, keeps the namespaces, which other processes may
+	// serve at once: the pool's stores are replicas of their logs
+	// (shared.go), in Dir/replicas.
+	Shared Shared
 }
 
 // ProjectFile is the file, in a project namespace's store folder, that
@@ -155,6 +159,9 @@ func NewPool(opts Options) (*Pool, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	stores := StoresDir(opts.Dir)
+	if opts.Shared != nil {
+		stores = StoresDir(filepath.Join(opts.Dir, ReplicasFolder))
+	}
 	err := os.MkdirAll(stores, 0o700)
 	var root *os.Root
 	if err == nil {
@@ -434,7 +441,9 @@ func (p *Pool) release(e *entry, used bool) {
 		if cur, ok := p.lru.Peek(e.ns); ok && cur == e {
 			p.lru.Remove(e.ns)
 			p.closing[e.ns] = make(chan struct{})
-			p.remember(e.ns, errDamaged(storage.ErrDamaged), file)
+			if p.opts.Shared == nil {
+				p.remember(e.ns, errDamaged(storage.ErrDamaged), file)
+			}
 			retire = true
 		}
 	}
@@ -465,6 +474,9 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	// does not open.
 	opts := p.opts.Store
 	opts.Binding = name
+	if p.opts.Shared != nil {
+		return p.openReplica(filepath.Join(p.stores, file), ns, opts)
+	}
 	s, err := openStore(filepath.Join(p.stores, file), opts)
 	if err != nil {
 		return nil, err
@@ -517,6 +529,9 @@ func (p *Pool) closeEntry(e *entry) {
 	}
 	if err := e.store.Close(); err != nil {
 		p.log.Error("store close failed", "op", "tenants.close", "namespace", string(e.ns), "error", err)
+	}
+	if p.opts.Shared != nil && e.store.Damaged() {
+		p.dropReplica(e.ns)
 	}
 	p.mu.Lock()
 	done := p.closing[e.ns]

@@ -85,7 +85,7 @@ func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slo
 	}
 	return admin.Ops{
 		Namespaces: func(ctx context.Context, cursor string, limit int) (admin.NamespacePage, error) {
-			ents, next, err := pool.Namespaces(cursor, limit)
+			ents, next, err := pool.Namespaces(ctx, cursor, limit)
 			if err != nil {
 				return admin.NamespacePage{}, err
 			}

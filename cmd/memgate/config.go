@@ -61,6 +61,7 @@ type Config struct {
 	secretsFlag
 	namespaceArgFlag
 	includeFlag
+	backendFlags
 	serveFlags
 	benchFlags // the benchmark build's (bench.go)
 
@@ -85,6 +86,7 @@ const (
 	takesServe
 	takesLifecycle
 	takesInclude
+	takesBackend
 )
 
 // The help sections of the configuration flags. A flag in one of them is
@@ -215,6 +217,7 @@ type storeFlags struct {
 	Strategy   strategyFlags  `embed:"" group:"config"`
 	Encrypt    encryptFlag    `embed:"" group:"config"`
 	Passphrase passphraseFlag `embed:"" group:"config"`
+	Backend    backendFlags   `embed:"" group:"config"`
 }
 
 // lifecycleFlags: what a namespace may hold, and how long the trash keeps a
@@ -269,6 +272,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if c.taken&takesBackend != 0 {
+		c.backendFlags.validate(bad)
 	}
 	if c.taken&takesBase != 0 && c.DataDir == "" {
 		bad("data-dir", "no data folder: give --data-dir, or set XDG_DATA_HOME or HOME")

@@ -45,6 +45,7 @@ type cli struct {
 	Invoke      invokeCmd      `cmd:"" help:"Call a tool with JSON arguments from standard input; print its structured result."`
 	Verify      verifyCmd      `cmd:"" help:"Check this installation and its configuration end to end, on a temporary folder."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Probe a memgate serving HTTP on this machine (GET /health, or /ready): exit 0 when it answers 200."`
+	Migrate     migrateCmd     `cmd:"" help:"Bring the schema of the PostgreSQL database in MEMGATE_POSTGRES_DSN to this memgate's (--store postgres)."`
 	Version     versionCmd     `cmd:"" help:"Print the version."`
 }
 
@@ -60,6 +61,8 @@ type app struct {
 
 	tel   *telemetrySetup // serve's (telemetry.go); nil for the other commands
 	audit *auditLog       // serve's --audit-log (audit.go); nil for none
+
+	closers []func() // what the pool used (its database, its replicas), closed after it
 }
 
 // telemetry is what the packages report through: serve's providers, none

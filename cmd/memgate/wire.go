@@ -70,11 +70,31 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 		MaxMemories: a.cfg.MaxMemories, MaxBytes: a.cfg.MaxNamespaceBytes, TrashRetention: a.cfg.TrashRetention}
 	a.cfg.storeOptions(&store)
 	a.embedderOptions(&store)
+	dir := a.cfg.DataDir
+	var shared tenants.Shared
+	if a.cfg.shared() {
+		db, err := a.openDatabase()
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, db.Close)
+		shared = db
+		store.Staleness = a.cfg.ReplicaStaleness
+		if !a.cfg.serves() {
+			// A command's replicas are its own, and go with it: a server
+			// may be using the data folder's.
+			if dir, err = os.MkdirTemp("", "memgate-replicas-*"); err != nil {
+				return nil, err
+			}
+			a.closers = append(a.closers, func() { os.RemoveAll(dir) })
+		}
+	}
 	tel := a.telemetry()
 	return tenants.NewPool(tenants.Options{
 		Meter:         tel.MeterProvider().Meter(telemetry.ScopeTenants),
 		Tracer:        tel.Tracer,
-		Dir:           a.cfg.DataDir,
+		Shared:        shared,
+		Dir:           dir,
 		MaxStores:     a.cfg.MaxStores,
 		IdleTimeout:   a.cfg.StoreIdleTimeout,
 		SweepInterval: a.cfg.SweepInterval,
@@ -90,7 +110,12 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 func (a *app) closePool(pool *tenants.Pool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), closeGrace)
 	defer cancel()
-	if err := pool.Close(ctx); err != nil {
+	err := pool.Close(ctx)
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+	if err != nil {
 		a.log.Error("closing the stores failed", "op", "cmd.close", "error", err)
 		return memgate.Internal("cmd.close", err)
 	}

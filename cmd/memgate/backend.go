@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage/postgres"
+)
+
+// backendFlags say where the namespaces live. With --store postgres they
+// live in the database of MEMGATE_POSTGRES_DSN (never a flag: it may hold a
+// password), which any number of memgate processes serve at once; the data
+// folder then holds only this process's replicas (see docs/SCALING.md).
+type backendFlags struct {
+	Store            string        `name:"store" default:"bbolt" placeholder:"bbolt|postgres" help:"Where the namespaces live: bbolt (a file per namespace in --data-dir) or postgres (the database of the MEMGATE_POSTGRES_DSN variable, which several memgate processes may serve at once)."`
+	ReplicaStaleness time.Duration `name:"replica-staleness" default:"1s" placeholder:"DURATION" help:"With --store postgres: how old this process's view of a namespace may be when a read starts; a write acknowledged by any process is seen within it."`
+	Migrate          bool          `name:"migrate" help:"With --store postgres: bring the database's schema to this memgate's before starting (memgate migrate does it alone)."`
+}
+
+func (f *backendFlags) AfterApply(c *Config) error {
+	c.backendFlags, c.taken = *f, c.taken|takesBackend
+	return nil
+}
+
+const (
+	storeBbolt    = "bbolt"
+	storePostgres = "postgres"
+)
+
+// maxStaleness bounds --replica-staleness.
+const maxStaleness = time.Hour
+
+func (f *backendFlags) validate(bad badFunc) {
+	switch f.Store {
+	case storeBbolt:
+		if f.Migrate {
+			bad("migrate", "only --store postgres has a schema to migrate")
+		}
+	case storePostgres:
+	default:
+		bad("store", "must be bbolt or postgres")
+	}
+	if f.ReplicaStaleness < time.Millisecond || f.ReplicaStaleness > maxStaleness {
+		bad("replica-staleness", "must be from 1ms to %s", maxStaleness)
+	}
+}
+
+// shared reports whether the namespaces live in PostgreSQL.
+func (c *Config) shared() bool { return c.taken&takesBackend != 0 && c.Store == storePostgres }
+
+// openDatabase opens the database of MEMGATE_POSTGRES_DSN, migrating its
+// schema first with --migrate. Its errors never show the DSN.
+func (a *app) openDatabase() (*postgres.DB, error) {
+	dsn := a.getenv(postgres.DSNVariable)
+	if dsn == "" {
+		return nil, usageError{fmt.Errorf("--store postgres: the variable %s is unset or empty", postgres.DSNVariable)}
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	defer cancel()
+	if a.cfg.Migrate {
+		if err := a.migrate(ctx, dsn); err != nil {
+			return nil, err
+		}
+	}
+	db, err := postgres.Open(ctx, dsn)
+	switch {
+	case errors.Is(err, postgres.ErrNoSchema), errors.Is(err, postgres.ErrNewerSchema):
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.postgres", Cause: err, Message: err.Error()}
+	case err != nil:
+		a.log.Error("the database cannot be reached", "op", "cmd.postgres", "error", redactDSN(err, dsn))
+		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.postgres",
+			Message: "the database of " + postgres.DSNVariable + " cannot be reached; check it and that PostgreSQL is up"}
+	}
+	return db, nil
+}
+
+// migrate brings the database's schema to this memgate's.
+func (a *app) migrate(ctx context.Context, dsn string) error {
+	from, err := postgres.Migrate(ctx, dsn)
+	switch {
+	case errors.Is(err, postgres.ErrNewerSchema):
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate", Cause: err, Message: err.Error()}
+	case err != nil:
+		a.log.Error("the schema could not be migrated", "op", "cmd.migrate", "error", redactDSN(err, dsn))
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate",
+			Message: "the database's schema could not be migrated; see the log"}
+	}
+	if from < postgres.SchemaVersion {
+		a.log.Info("database schema migrated", "op", "cmd.migrate", "from", from, "to", postgres.SchemaVersion)
+	}
+	return nil
+}
+
+// redactDSN is err's text with the DSN, and its password, taken out,
+// should a driver quote them.
+func redactDSN(err error, dsn string) string {
+	text := strings.ReplaceAll(err.Error(), dsn, "[DSN]")
+	if cfg, perr := pgconn.ParseConfig(dsn); perr == nil && cfg.Password != "" {
+		text = strings.ReplaceAll(text, cfg.Password, "[password]")
+	}
+	return text
+}
+
+// migrateCmd applies the schema and exits.
+type migrateCmd struct {
+	Base baseFlags `embed:"" group:"config"`
+}
+
+// Run migrates the database of MEMGATE_POSTGRES_DSN and prints its schema
+// version before and after.
+func (c *migrateCmd) Run(a *app) error {
+	dsn := a.getenv(postgres.DSNVariable)
+	if dsn == "" {
+		return usageError{fmt.Errorf("migrate: the variable %s is unset or empty", postgres.DSNVariable)}
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 5*time.Minute)
+	defer cancel()
+	from, err := postgres.Migrate(ctx, dsn)
+	if err != nil {
+		if errors.Is(err, postgres.ErrNewerSchema) {
+			return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate", Cause: err, Message: err.Error()}
+		}
+		a.log.Error("the schema could not be migrated", "op", "cmd.migrate", "error", redactDSN(err, dsn))
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate",
+			Message: "the database's schema could not be migrated; see the log"}
+	}
+	return a.printJSON(map[string]any{"from": from, "schema": postgres.SchemaVersion})
+}
+

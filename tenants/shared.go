@@ -1,0 +1,100 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
+)
+
+// Shared keeps the namespaces that several processes serve at once (a
+// PostgreSQL database): each namespace's writes are a log there, and the
+// pool's stores are this process's replicas of those logs, in files that
+// are only caches — the pool removes one that cannot be trusted (a crash
+// left it, or a write could not be logged) and makes it again from its log.
+type Shared interface {
+	// Log returns namespace ns's log.
+	Log(ns memgate.Namespace) storage.Log
+	// Exists reports whether ns has a log.
+	Exists(ctx context.Context, ns memgate.Namespace) (bool, error)
+	// Namespaces returns, in name order, up to limit namespaces with a log
+	// whose names come after after.
+	Namespaces(ctx context.Context, after string, limit int) ([]memgate.Namespace, error)
+	// Erase deletes ns's log.
+	Erase(ctx context.Context, ns memgate.Namespace) error
+}
+
+// ReplicasFolder is the folder, inside a data folder, where a process that
+// serves shared namespaces keeps its replicas: never the stores folder, so
+// that a data folder used with bbolt before loses nothing.
+const ReplicasFolder = "replicas"
+
+// openReplica opens ns's replica at path (inside the stores folder): a
+// file that cannot be trusted is removed and made again from the log.
+func (p *Pool) openReplica(path string, ns memgate.Namespace, opts storage.Options) (*storage.Store, error) {
+	opts.Log = p.opts.Shared.Log(ns)
+	// The file is a cache: a crash that loses its last commits loses
+	// nothing the log does not hold, and a file a crash left is never
+	// trusted (storage.ErrStaleReplica).
+	opts.NoSync = true
+	s, err := openStore(path, opts)
+	if errors.Is(err, storage.ErrStaleReplica) || errors.Is(err, storage.ErrDamaged) {
+		if rerr := p.root.Remove(storeFileIn(ns)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return nil, storage.StoreError("tenants.open", memgate.Internal("tenants.open", rerr))
+		}
+		s, err = openStore(path, opts)
+	}
+	return s, err
+}
+
+// dropReplica removes the file of ns's replica, closed after it was found
+// damaged: the next lease makes it again from the log.
+func (p *Pool) dropReplica(ns memgate.Namespace) {
+	if err := p.root.Remove(storeFileIn(ns)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.log.Error("a damaged replica's file could not be removed", "op", "tenants.close",
+			"namespace", string(ns), "error", err)
+	}
+}
+
+// sharedExists is exists for shared namespaces: a log, or a replica open.
+// A failure to ask counts as one, so that the lease reaches the error.
+func (p *Pool) sharedExists(ctx context.Context, ns memgate.Namespace) bool {
+	ok, err := p.opts.Shared.Exists(ctx, ns)
+	return ok || err != nil
+}
+
+// replicaPath is the path of ns's replica file.
+func (p *Pool) replicaPath(ns memgate.Namespace) string {
+	return filepath.Join(p.stores, storeFileIn(ns))
+}
+
+// sharedNamespaces is Namespaces for shared namespaces.
+func (p *Pool) sharedNamespaces(ctx context.Context, cursor string, limit int) ([]NamespaceEntry, string, error) {
+	const op = "tenants.Namespaces"
+	names, err := p.opts.Shared.Namespaces(ctx, cursor, limit+1)
+	if err != nil {
+		return nil, "", unavailable(op, err)
+	}
+	next := ""
+	if len(names) > limit {
+		names = names[:limit]
+		next = string(names[limit-1])
+	}
+	out := make([]NamespaceEntry, len(names))
+	p.mu.Lock()
+	for i, n := range names {
+		_, open := p.lru.Peek(n)
+		out[i] = NamespaceEntry{Namespace: n, Open: open}
+	}
+	p.mu.Unlock()
+	return out, next, nil
+}
+
+// unavailable is the error of a shared store that cannot be reached.
+func unavailable(op string, err error) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+		Message: "the shared store cannot be reached; retry shortly"}
+}
