@@ -132,4 +132,3 @@ func (c *migrateCmd) Run(a *app) error {
 	}
 	return a.printJSON(map[string]any{"from": from, "schema": postgres.SchemaVersion})
 }
-
