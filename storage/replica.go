@@ -323,7 +323,11 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 		}
 		r.epoch = st.Epoch
 	}
-	if r.seal == nil && st.Key != nil {
+	switch {
+	case st.Epoch == 0:
+	case st.Key == nil && s.opts.Encryption != nil:
+		return ErrNotEncrypted
+	case r.seal == nil && st.Key != nil:
 		if err := s.openLogKey(st.Key); err != nil {
 			return err
 		}

@@ -1,11 +1,14 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,4 +124,163 @@ func (a *alternate) Sweep(ctx context.Context, d time.Duration) (int, int, error
 	return a.r().Sweep(ctx, d)
 }
 
-var _ sync.Locker // keeps sync for the tests below
+// The same writes give a replica pair and a plain bbolt store the same
+// memories and the same BM25 scores, to the last bit.
+func TestScoresAreBboltScores(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	ns := newNamespace()
+	a, b := replicaOf(t, db, ns, storage.Options{}), replicaOf(t, db, ns, storage.Options{})
+	plain, err := storage.Open(filepath.Join(t.TempDir(), "memgate.db"), storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	texts := []string{"the ferry leaves at noon", "a ferry to the island at dawn", "noon is lunch time",
+		"the island has one harbour", "Café au lait at the harbour", "ferry ferry ferry tickets"}
+	for i, text := range texts {
+		w := memgate.Write{ID: fmt.Sprint("m", i), Text: text, Tags: []string{"t"}}
+		if _, err := []*storage.Store{a, b}[i%2].Write(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.Write(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Delete(ctx, "m2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Delete(ctx, "m2", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ferry", "noon island", "cafe harbour", "tickets"} {
+		want, err := plain.Search(ctx, memgate.Query{Text: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []*storage.Store{a, b} {
+			got, err := r.Search(ctx, memgate.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Hits) != len(want.Hits) {
+				t.Fatalf("%q: %d hits, bbolt %d", q, len(got.Hits), len(want.Hits))
+			}
+			for i := range want.Hits {
+				g, w := got.Hits[i], want.Hits[i]
+				if g.ID != w.ID || g.LexicalScore != w.LexicalScore || g.Version != w.Version {
+					t.Fatalf("%q hit %d: %s %v v%d, bbolt %s %v v%d", q, i, g.ID, g.LexicalScore, g.Version, w.ID, w.LexicalScore, w.Version)
+				}
+			}
+		}
+	}
+}
+
+// Two replicas racing to replace one memory with the version they read:
+// exactly one wins each round, and both then hold the winner's text.
+func TestCompareAndSetAcrossReplicas(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	ns := newNamespace()
+	rs := []*storage.Store{replicaOf(t, db, ns, storage.Options{}), replicaOf(t, db, ns, storage.Options{})}
+	m, err := rs[0].Write(ctx, memgate.Write{ID: "k", Text: "round 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := m.Memory.Version
+	for round := 1; round <= 20; round++ {
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i, r := range rs {
+			wg.Go(func() {
+				_, err := r.Write(ctx, memgate.Write{ID: "k", Text: fmt.Sprintf("round %d by %d", round, i), IfVersion: &v})
+				switch memgate.ErrorCode(err) {
+				case "":
+					wins.Add(1)
+				case memgate.CodeVersionConflict:
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("round %d: %d winners", round, wins.Load())
+		}
+		m0, err0 := rs[0].Get(ctx, "k")
+		m1, err1 := rs[1].Get(ctx, "k")
+		if err0 != nil || err1 != nil || m0.Text != m1.Text || m0.Version != m1.Version || m0.Version == v {
+			t.Fatalf("round %d: %v %v / %v %v", round, m0, err0, m1, err1)
+		}
+		v = m0.Version
+	}
+}
+
+// Under encryption the database holds no plaintext: a byte scan of
+// pg_dump finds none of a memory's text, title, tags, metadata, id or
+// terms.
+func TestDatabaseHoldsNoPlaintext(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	ns := newNamespace()
+	enc, err := storage.NewEncryption("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.KDF = storage.KDFParams{Time: 1, Memory: 64, Threads: 1}
+	o := storage.Options{Encryption: enc}
+	a, b := replicaOf(t, db, ns, o), replicaOf(t, db, ns, o)
+	secrets := []string{"zanzibarquokka", "Xylophonetitle", "tagmarmalade", "metakumquat", "idpterodactyl", "sourceokapi"}
+	_, err = a.Write(ctx, memgate.Write{ID: secrets[4], Text: "the " + secrets[0] + " sleeps", Title: secrets[1],
+		Tags: []string{secrets[2]}, Metadata: map[string]any{"k": secrets[3]},
+		Source: &memgate.Source{Kind: "url", Reference: "https://example.com/" + secrets[5], Actor: "agent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Propose(ctx, memgate.Write{Text: "candidate " + secrets[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Search(ctx, memgate.Query{Text: secrets[0]}); err != nil || len(r.Hits) != 1 {
+		t.Fatalf("search on the other replica: %v %v", r, err)
+	}
+	dump := pgDump(t)
+	for _, s := range append(secrets, "sleeps", "candidate") {
+		for _, form := range []string{s, strings.ToLower(s)} {
+			if bytes.Contains(dump, []byte(form)) {
+				t.Fatalf("pg_dump holds %q", form)
+			}
+		}
+	}
+	// A wrong passphrase opens no replica of it.
+	wrong, _ := storage.NewEncryption("another passphrase entirely")
+	wrong.KDF = enc.KDF
+	c := replicaOf(t, db, ns, storage.Options{Encryption: wrong})
+	if _, err := c.Get(ctx, secrets[4]); err == nil {
+		t.Fatal("a replica with the wrong passphrase read a memory")
+	}
+	// Nor does a plain one.
+	if _, err := replicaOf(t, db, ns, storage.Options{}).Get(ctx, secrets[4]); err == nil {
+		t.Fatal("a plain replica read an encrypted namespace")
+	}
+}
+
+// pgDump returns pg_dump's output for the test database.
+func pgDump(t *testing.T) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("pg_dump")
+	if err != nil {
+		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+		if len(matches) == 0 {
+			t.Fatal("no pg_dump: install Debian's postgresql package")
+		}
+		bin = matches[len(matches)-1]
+	}
+	out, err := exec.Command(bin, "--dbname", os.Getenv("MEMGATE_TEST_POSTGRES_DSN")).Output()
+	if err != nil {
+		t.Fatalf("pg_dump: %v", err)
+	}
+	if !bytes.Contains(out, []byte("memgate_log")) {
+		t.Fatal("pg_dump holds no memgate_log")
+	}
+	return out
+}
