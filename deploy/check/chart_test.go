@@ -18,6 +18,8 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -118,13 +120,26 @@ func TestChart(t *testing.T) {
 
 // TestChartRefuses: what the schema and validate.yaml stop at render time.
 func TestChartRefuses(t *testing.T) {
+	postgres := func(set ...string) []string {
+		return append([]string{"--set", "storage.backend=postgres", "--set", "storage.postgres.existingSecret=memgate-postgres"}, set...)
+	}
 	for _, tc := range []struct {
 		name string
 		set  []string
 		want string
 	}{
 		{"two replicas of a bbolt store", []string{"--set", "replicaCount=2"}, "'/replicaCount': maximum: got 2, want 1"},
-		{"a backend that does not exist", []string{"--set", "storage.backend=postgres"}, "/storage/backend"},
+		{"a backend that does not exist", []string{"--set", "storage.backend=mysql"}, "/storage/backend"},
+		{"PostgreSQL without the Secret of its DSN", []string{"--set", "storage.backend=postgres"}, "'/storage/postgres/existingSecret': minLength: got 0, want 1"},
+		{"a DSN without its key", postgres("--set", "storage.postgres.dsnKey="), "'/storage/postgres/dsnKey': minLength"},
+		{"an autoscaler of a bbolt store", []string{"--set", "autoscaling.enabled=true"}, "'/autoscaling/enabled': value must be false"},
+		{"an autoscaler whose minimum is above its maximum", postgres("--set", "autoscaling.enabled=true", "--set", "autoscaling.minReplicas=5", "--set", "autoscaling.maxReplicas=3"), "minReplicas 5 is above maxReplicas 3"},
+		{"an autoscaler on a CPU the pod does not request", postgres("--set", "autoscaling.enabled=true", "--set", "resources.requests=null"), "needs resources.requests.cpu"},
+		{"a network policy that keeps the replicas from PostgreSQL", postgres("--set", "networkPolicy.enabled=true"), "list PostgreSQL"},
+		{"a migration that does not exist", postgres("--set", "storage.postgres.migrate=always"), "/storage/postgres/migrate"},
+		{"the DSN among the flags", []string{"--set", "serve.flags.postgres-dsn=postgres://u:p@db/m"}, "invalid propertyName 'postgres-dsn'"},
+		{"the store among the flags", []string{"--set", "serve.flags.store=postgres"}, "serve.flags.store: the chart sets it itself"},
+		{"both budgets", []string{"--set", "podDisruptionBudget.minAvailable=1", "--set", "podDisruptionBudget.maxUnavailable=1"}, "not both"},
 		{"a token among the flags", []string{"--set", "serve.flags.token=abcdefghijklmnopqrstuvwxyz"}, "invalid propertyName 'token'"},
 		{"a passphrase among the flags", []string{"--set", "serve.flags.passphrase=x"}, "invalid propertyName 'passphrase'"},
 		{"a flag the chart owns", []string{"--set", "serve.flags.bind=127.0.0.1:1"}, "serve.flags.bind: the chart sets it itself"},
@@ -169,6 +184,10 @@ func TestPolicyCatches(t *testing.T) {
 		{"a probe on another port", []string{"--set", "readinessProbe.httpGet.port=9999"}, "readiness probe on /ready port 9999"},
 		{"a grace period shorter than the drain", []string{"--set", "terminationGracePeriodSeconds=5"}, "does not cover --shutdown-grace"},
 		{"a literal token", []string{"--set", "serve.extraEnv[0].name=MEMGATE_ADMIN_TOKEN", "--set", "serve.extraEnv[0].value=abcdefghijklmnop"}, "MEMGATE_ADMIN_TOKEN is not from a Secret"},
+		{"a literal DSN, in the replicas and the migration", []string{"-f", filepath.Join(chartDir(t), "ci", "postgres-values.yaml"),
+			"--set", "serve.extraEnv[0].name=MEMGATE_POSTGRES_DSN", "--set", "serve.extraEnv[0].value=postgres://u:p@db/m"}, "MEMGATE_POSTGRES_DSN is not from a Secret"},
+		{"a budget that blocks every drain", []string{"-f", filepath.Join(chartDir(t), "ci", "postgres-clientip-values.yaml"),
+			"--set", "podDisruptionBudget.minAvailable=3"}, "minAvailable 3 of 3 replicas allows no eviction"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := render(t, tc.set...)
@@ -201,6 +220,206 @@ func TestChartRollsOnAChange(t *testing.T) {
 	if c := checksum(); c != a {
 		t.Fatalf("checksum/config changes by itself: %q, then %q", a, c)
 	}
+}
+
+// TestChartPostgres: storage.backend postgres renders a Deployment of
+// replicas serving one database instead of the StatefulSet: the DSN from
+// its Secret, no volume claim (the cache in an emptyDir), an autoscaler,
+// a disruption budget, and the schema's migration where it was asked for.
+func TestChartPostgres(t *testing.T) {
+	ci := filepath.Join(chartDir(t), "ci")
+	renderPolicy := func(t *testing.T, args ...string) []runtime.Object {
+		t.Helper()
+		out, err := render(t, args...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		objs := decodeAll(t, out)
+		checkPolicy(t, objs)
+		return objs
+	}
+	settings := func(t *testing.T, objs []runtime.Object) map[string]string {
+		t.Helper()
+		for _, o := range objs {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == release {
+				return cm.Data
+			}
+		}
+		t.Fatalf("no ConfigMap %s", release)
+		return nil
+	}
+	dsn := func(t *testing.T, c corev1.Container) *corev1.SecretKeySelector {
+		t.Helper()
+		for _, e := range c.Env {
+			if e.Name == "MEMGATE_POSTGRES_DSN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				return e.ValueFrom.SecretKeyRef
+			}
+		}
+		t.Fatalf("container %s has no MEMGATE_POSTGRES_DSN from a Secret", c.Name)
+		return nil
+	}
+	budget := func(t *testing.T, objs []runtime.Object) string {
+		t.Helper()
+		var found []string
+		for _, o := range objs {
+			if pdb, ok := o.(*policyv1.PodDisruptionBudget); ok {
+				if pdb.Spec.MaxUnavailable != nil {
+					found = append(found, "maxUnavailable "+pdb.Spec.MaxUnavailable.String())
+				}
+				if pdb.Spec.MinAvailable != nil {
+					found = append(found, "minAvailable "+pdb.Spec.MinAvailable.String())
+				}
+			}
+		}
+		return strings.Join(found, ", ")
+	}
+
+	t.Run("autoscaled", func(t *testing.T) {
+		objs := renderPolicy(t, "-f", filepath.Join(ci, "postgres-values.yaml"))
+		if n := count[*appsv1.StatefulSet](objs); n != 0 {
+			t.Errorf("%d StatefulSets beside the Deployment", n)
+		}
+		d := only[*appsv1.Deployment](t, objs)
+		if d.Spec.Replicas != nil {
+			t.Errorf("replicas %d: the autoscaler decides", *d.Spec.Replicas)
+		}
+		if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.String() != "0" {
+			t.Errorf("rolling update %+v: a rollout should start a replica before it stops one", ru)
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if ref := dsn(t, c); ref.Name != "memgate-postgres" || ref.Key != "dsn" {
+			t.Errorf("the DSN comes from %s/%s, want memgate-postgres/dsn", ref.Name, ref.Key)
+		}
+		data := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" })
+		if data < 0 || d.Spec.Template.Spec.Volumes[data].EmptyDir == nil {
+			t.Fatalf("the data folder is not an emptyDir: %+v", d.Spec.Template.Spec.Volumes)
+		}
+		if limit := d.Spec.Template.Spec.Volumes[data].EmptyDir.SizeLimit; limit == nil || limit.String() != "1Gi" {
+			t.Errorf("the cache's sizeLimit is %v, want 1Gi", limit)
+		}
+		cm := settings(t, objs)
+		if cm["MEMGATE_STORE"] != "postgres" || cm["MEMGATE_REPLICA_STALENESS"] != "1s" {
+			t.Errorf("store %q, replica staleness %q; want postgres, 1s", cm["MEMGATE_STORE"], cm["MEMGATE_REPLICA_STALENESS"])
+		}
+		if _, ok := cm["MEMGATE_MIGRATE"]; ok {
+			t.Errorf("MEMGATE_MIGRATE set while the Job migrates")
+		}
+
+		h := only[*autoscalingv2.HorizontalPodAutoscaler](t, objs)
+		if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 10 || h.Spec.ScaleTargetRef.Name != d.Name {
+			t.Errorf("autoscaler of %s from %d to %d, want %s from 2 to 10", h.Spec.ScaleTargetRef.Name, *h.Spec.MinReplicas, h.Spec.MaxReplicas, d.Name)
+		}
+		if m := h.Spec.Metrics; len(m) != 1 || m[0].Resource == nil || m[0].Resource.Name != corev1.ResourceCPU ||
+			m[0].Resource.Target.AverageUtilization == nil || *m[0].Resource.Target.AverageUtilization != 70 {
+			t.Errorf("autoscaler metrics %+v, want CPU at 70%%", m)
+		}
+		if b := h.Spec.Behavior; b == nil || b.ScaleDown == nil || b.ScaleDown.StabilizationWindowSeconds == nil || *b.ScaleDown.StabilizationWindowSeconds != 300 {
+			t.Errorf("autoscaler behavior %+v, want the values file's scale-down window", b)
+		}
+		if got := budget(t, objs); got != "maxUnavailable 1" {
+			t.Errorf("disruption budget %q, want maxUnavailable 1", got)
+		}
+
+		job := only[*batchv1.Job](t, objs)
+		if ref := dsn(t, job.Spec.Template.Spec.Containers[0]); ref.Name != "memgate-postgres" || ref.Key != "owner-dsn" {
+			t.Errorf("the migration's DSN comes from %s/%s, want memgate-postgres/owner-dsn", ref.Name, ref.Key)
+		}
+		if job.Spec.Template.Spec.ServiceAccountName != "" {
+			t.Errorf("the migration runs as %s, which is not there yet at install", job.Spec.Template.Spec.ServiceAccountName)
+		}
+		if n := count[*corev1.Service](objs); n != 1 {
+			t.Errorf("%d Services, want 1 (no headless one without a StatefulSet)", n)
+		}
+	})
+
+	t.Run("fixed replicas, affinity by client address, migrated by the replicas", func(t *testing.T) {
+		objs := renderPolicy(t, "-f", filepath.Join(ci, "postgres-clientip-values.yaml"))
+		d := only[*appsv1.Deployment](t, objs)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+			t.Errorf("replicas %v, want 3", d.Spec.Replicas)
+		}
+		if ref := dsn(t, d.Spec.Template.Spec.Containers[0]); ref.Name != "memgate-db" || ref.Key != "url" {
+			t.Errorf("the DSN comes from %s/%s, want memgate-db/url", ref.Name, ref.Key)
+		}
+		if n := count[*autoscalingv2.HorizontalPodAutoscaler](objs) + count[*batchv1.Job](objs); n != 0 {
+			t.Errorf("%d autoscalers and Jobs, want none", n)
+		}
+		cm := settings(t, objs)
+		if cm["MEMGATE_MIGRATE"] != "true" || cm["MEMGATE_REPLICA_STALENESS"] != "500ms" {
+			t.Errorf("migrate %q, replica staleness %q; want true, 500ms", cm["MEMGATE_MIGRATE"], cm["MEMGATE_REPLICA_STALENESS"])
+		}
+		svc := only[*corev1.Service](t, objs)
+		if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || svc.Spec.SessionAffinityConfig == nil ||
+			*svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds != 3600 {
+			t.Errorf("Service affinity %s %+v, want ClientIP for 3600 s", svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig)
+		}
+		if got := budget(t, objs); got != "maxUnavailable 1" {
+			t.Errorf("disruption budget %q, want maxUnavailable 1", got)
+		}
+	})
+
+	for _, tc := range []struct {
+		name   string
+		set    []string
+		budget string
+		job    bool
+		check  func(t *testing.T, objs []runtime.Object)
+	}{
+		{"one replica: no budget", []string{"--set", "autoscaling.enabled=false", "--set", "replicaCount=1"}, "", true, nil},
+		{"a budget turned off", []string{"--set", "podDisruptionBudget.enabled=false"}, "", true, nil},
+		{"a budget of its own", []string{"--set", "podDisruptionBudget.minAvailable=50%"}, "minAvailable 50%", true, nil},
+		{"migrated by hand", []string{"--set", "storage.postgres.migrate=off"}, "maxUnavailable 1", false, func(t *testing.T, objs []runtime.Object) {
+			if _, ok := settings(t, objs)["MEMGATE_MIGRATE"]; ok {
+				t.Errorf("MEMGATE_MIGRATE set with migrate off")
+			}
+		}},
+		{"a service account of one's own", []string{"--set", "serviceAccount.create=false", "--set", "serviceAccount.name=db-client"}, "maxUnavailable 1", true,
+			func(t *testing.T, objs []runtime.Object) {
+				if sa := only[*batchv1.Job](t, objs).Spec.Template.Spec.ServiceAccountName; sa != "db-client" {
+					t.Errorf("the migration runs as %q, want db-client", sa)
+				}
+			}},
+		{"a load balancer that keeps the client's address", []string{"--set", "service.type=LoadBalancer", "--set", "service.externalTrafficPolicy=Local",
+			"--set", "service.sessionAffinity=ClientIP"}, "maxUnavailable 1", true, func(t *testing.T, objs []runtime.Object) {
+			if svc := only[*corev1.Service](t, objs); svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+				t.Errorf("externalTrafficPolicy %q, want Local", svc.Spec.ExternalTrafficPolicy)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := renderPolicy(t, append([]string{"-f", filepath.Join(ci, "postgres-values.yaml")}, tc.set...)...)
+			if got := budget(t, objs); got != tc.budget {
+				t.Errorf("disruption budget %q, want %q", got, tc.budget)
+			}
+			if n := count[*batchv1.Job](objs); (n == 1) != tc.job {
+				t.Errorf("%d migration Jobs, want one: %v", n, tc.job)
+			}
+			if tc.check != nil {
+				tc.check(t, objs)
+			}
+		})
+	}
+
+	t.Run("a change of the settings rolls the replicas", func(t *testing.T) {
+		checksum := func(set ...string) string {
+			objs := renderPolicy(t, append([]string{"-f", filepath.Join(ci, "postgres-values.yaml")}, set...)...)
+			return only[*appsv1.Deployment](t, objs).Spec.Template.Annotations["checksum/config"]
+		}
+		if a, b := checksum(), checksum("--set", "storage.postgres.replicaStaleness=2s"); a == "" || a == b {
+			t.Errorf("checksum/config %q, then %q after a change of the replica staleness", a, b)
+		}
+	})
+}
+
+// count is how many objects of type T a rendering holds.
+func count[T runtime.Object](objs []runtime.Object) int {
+	n := 0
+	for _, o := range objs {
+		if _, ok := o.(T); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // TestChartServiceMonitorNeedsItsCRD: no ServiceMonitor where the cluster
@@ -393,8 +612,8 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 		switch o := o.(type) {
 		case *corev1.Secret:
 			t.Errorf("the chart renders Secret %s: secrets are only referred to", o.Name)
-		case *appsv1.Deployment, *appsv1.DaemonSet, *appsv1.ReplicaSet:
-			t.Errorf("a %T: a bbolt store is served by one StatefulSet", o)
+		case *appsv1.DaemonSet, *appsv1.ReplicaSet:
+			t.Errorf("a %T: memgate runs as a StatefulSet (bbolt) or a Deployment (PostgreSQL)", o)
 		case *corev1.ConfigMap:
 			for k, v := range o.Data {
 				if slices.Contains(secretVars, k) {
@@ -406,16 +625,36 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 			}
 		}
 	}
-	sts := only[*appsv1.StatefulSet](t, objs)
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
-		t.Errorf("StatefulSet replicas %v, want 1 (one writer per bbolt store)", sts.Spec.Replicas)
+	// The workload: a StatefulSet of one pod with its volume (bbolt), or a
+	// Deployment of replicas sharing a database (PostgreSQL); never both.
+	var (
+		template corev1.PodTemplateSpec
+		claims   []corev1.PersistentVolumeClaim
+		deploy   *appsv1.Deployment
+		kinds    []string
+	)
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *appsv1.StatefulSet:
+			kinds = append(kinds, "StatefulSet "+o.Name)
+			if o.Spec.Replicas == nil || *o.Spec.Replicas != 1 {
+				t.Errorf("StatefulSet replicas %v, want 1 (one writer per bbolt store)", o.Spec.Replicas)
+			}
+			template, claims = o.Spec.Template, o.Spec.VolumeClaimTemplates
+		case *appsv1.Deployment:
+			kinds = append(kinds, "Deployment "+o.Name)
+			template, deploy = o.Spec.Template, o
+		}
 	}
-	pod := sts.Spec.Template.Spec
-	checkPodSecurity(t, "StatefulSet "+sts.Name, pod)
+	if len(kinds) != 1 {
+		t.Fatalf("workloads %q, want one StatefulSet or one Deployment", kinds)
+	}
+	pod := template.Spec
+	checkPodSecurity(t, kinds[0], pod)
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Errorf("the pod mounts a service account token; memgate never calls the API")
 	}
-	if sts.Spec.Template.Annotations["checksum/config"] == "" {
+	if template.Annotations["checksum/config"] == "" {
 		t.Errorf("no checksum/config annotation on the pod template")
 	}
 	if len(pod.Containers) != 1 {
@@ -429,7 +668,7 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == "/data" {
 			mounted = true
-			claim := slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(p corev1.PersistentVolumeClaim) bool { return p.Name == m.Name })
+			claim := slices.ContainsFunc(claims, func(p corev1.PersistentVolumeClaim) bool { return p.Name == m.Name })
 			empty := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name && v.EmptyDir != nil })
 			if !claim && !empty {
 				t.Errorf("/data is volume %s, neither a claim template nor an emptyDir", m.Name)
@@ -472,10 +711,8 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 			}
 		}
 	}
+	checkSecretEnv(t, c)
 	for _, e := range c.Env {
-		if slices.Contains(secretVars, e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
-			t.Errorf("%s is not from a Secret", e.Name)
-		}
 		settings[e.Name] = e.Value
 	}
 	if want := fmt.Sprintf("0.0.0.0:%d", port); settings["MEMGATE_BIND"] != want || settings["MEMGATE_ALLOW_REMOTE"] != "true" ||
@@ -502,7 +739,7 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 			continue
 		}
 		services++
-		if !selects(svc.Spec.Selector, sts.Spec.Template.Labels) {
+		if !selects(svc.Spec.Selector, template.Labels) {
 			t.Errorf("Service %s does not select the pod", svc.Name)
 		}
 		for _, p := range svc.Spec.Ports {
@@ -532,12 +769,23 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 					t.Errorf("Service %s selects the test pod %s", svc.Name, o.Name)
 				}
 			}
+		case *batchv1.Job:
+			checkJob(t, o, objs)
 		case *policyv1.PodDisruptionBudget:
-			if !selects(o.Spec.Selector.MatchLabels, sts.Spec.Template.Labels) {
+			if !selects(o.Spec.Selector.MatchLabels, template.Labels) {
 				t.Errorf("PodDisruptionBudget %s does not select the pod", o.Name)
 			}
+			if deploy != nil {
+				checkBudget(t, o, deploy)
+			}
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			if deploy == nil {
+				t.Errorf("HorizontalPodAutoscaler %s of a bbolt store: it has one writer process", o.Name)
+			} else {
+				checkAutoscaler(t, o, deploy)
+			}
 		case *networkingv1.NetworkPolicy:
-			if !selects(o.Spec.PodSelector.MatchLabels, sts.Spec.Template.Labels) {
+			if !selects(o.Spec.PodSelector.MatchLabels, template.Labels) {
 				t.Errorf("NetworkPolicy %s does not select the pod", o.Name)
 			}
 		case *monitoringv1.ServiceMonitor:
@@ -546,9 +794,141 @@ func checkPolicy(t reporter, objs []runtime.Object) {
 			}
 		}
 	}
+	if store := settings["MEMGATE_STORE"]; deploy == nil && store != "" && store != "bbolt" {
+		t.Errorf("a StatefulSet of one pod serving store %q", store)
+	} else if deploy != nil {
+		checkPostgres(t, deploy, objs, settings)
+	}
 	shutdown, err := time.ParseDuration(settings["MEMGATE_SHUTDOWN_GRACE"])
 	if grace := pod.TerminationGracePeriodSeconds; err != nil || grace == nil || time.Duration(*grace)*time.Second <= shutdown {
 		t.Errorf("terminationGracePeriodSeconds %v does not cover --shutdown-grace %q (%v)", grace, settings["MEMGATE_SHUTDOWN_GRACE"], err)
+	}
+}
+
+// checkSecretEnv: a variable that holds a secret comes from a Secret.
+func checkSecretEnv(t reporter, c corev1.Container) {
+	t.Helper()
+	for _, e := range c.Env {
+		if slices.Contains(secretVars, e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+			t.Errorf("%s is not from a Secret", e.Name)
+		}
+	}
+}
+
+// checkPostgres: a Deployment serves only a PostgreSQL store, whose DSN
+// comes from a Secret; its replicas keep no volume of their own.
+func checkPostgres(t reporter, d *appsv1.Deployment, objs []runtime.Object, settings map[string]string) {
+	t.Helper()
+	if settings["MEMGATE_STORE"] != "postgres" {
+		t.Errorf("Deployment %s with store %q: a bbolt store has one writer process (a StatefulSet of one pod)", d.Name, settings["MEMGATE_STORE"])
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "MEMGATE_POSTGRES_DSN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+	}) {
+		t.Errorf("Deployment %s: no MEMGATE_POSTGRES_DSN from a Secret", d.Name)
+	}
+	if _, err := time.ParseDuration(settings["MEMGATE_REPLICA_STALENESS"]); err != nil {
+		t.Errorf("MEMGATE_REPLICA_STALENESS %q: %v", settings["MEMGATE_REPLICA_STALENESS"], err)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			t.Errorf("Deployment %s mounts claim %s: replicas of a PostgreSQL store keep only a cache", d.Name, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	for _, o := range objs {
+		if pvc, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			t.Errorf("PersistentVolumeClaim %s beside a Deployment", pvc.Name)
+		}
+	}
+}
+
+// checkAutoscaler: it scales the Deployment, which leaves its replicas to
+// it, within bounds that make sense, on a CPU the pod requests.
+func checkAutoscaler(t reporter, h *autoscalingv2.HorizontalPodAutoscaler, d *appsv1.Deployment) {
+	t.Helper()
+	if ref := h.Spec.ScaleTargetRef; ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.Name != d.Name {
+		t.Errorf("HorizontalPodAutoscaler %s scales %+v, not Deployment %s", h.Name, ref, d.Name)
+	}
+	if d.Spec.Replicas != nil {
+		t.Errorf("Deployment %s sets replicas %d beside an autoscaler: every helm upgrade would undo its scaling", d.Name, *d.Spec.Replicas)
+	}
+	if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || *h.Spec.MinReplicas > h.Spec.MaxReplicas {
+		t.Errorf("HorizontalPodAutoscaler %s: minReplicas %v, maxReplicas %d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+	}
+	if len(h.Spec.Metrics) == 0 {
+		t.Errorf("HorizontalPodAutoscaler %s has no metric", h.Name)
+	}
+	for _, m := range h.Spec.Metrics {
+		if m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU &&
+			m.Resource.Target.Type == autoscalingv2.UtilizationMetricType {
+			if _, ok := d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; !ok {
+				t.Errorf("HorizontalPodAutoscaler %s targets CPU utilization, and the pod requests no CPU", h.Name)
+			}
+		}
+	}
+}
+
+// checkBudget: the budget of a Deployment lets a drain evict a replica.
+func checkBudget(t reporter, pdb *policyv1.PodDisruptionBudget, d *appsv1.Deployment) {
+	t.Helper()
+	if mu := pdb.Spec.MaxUnavailable; mu != nil && mu.Type == intstr.Int && mu.IntVal < 1 {
+		t.Errorf("PodDisruptionBudget %s: maxUnavailable %d allows no eviction", pdb.Name, mu.IntVal)
+	}
+	if ma := pdb.Spec.MinAvailable; ma != nil && ma.Type == intstr.Int && d.Spec.Replicas != nil && ma.IntVal >= *d.Spec.Replicas {
+		t.Errorf("PodDisruptionBudget %s: minAvailable %d of %d replicas allows no eviction", pdb.Name, ma.IntVal, *d.Spec.Replicas)
+	}
+}
+
+// checkJob: a Job (the schema's migration) runs with the pod's security,
+// its DSN from a Secret, outside the server's selectors, as a Helm hook
+// before install and upgrade.
+func checkJob(t reporter, j *batchv1.Job, objs []runtime.Object) {
+	t.Helper()
+	pod := j.Spec.Template.Spec
+	checkPodSecurity(t, "Job "+j.Name, pod)
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("Job %s mounts a service account token; memgate never calls the API", j.Name)
+	}
+	if pod.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("Job %s: restartPolicy %q, want Never (its backoffLimit counts the attempts)", j.Name, pod.RestartPolicy)
+	}
+	labels := j.Spec.Template.Labels
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			if selects(o.Spec.Selector.MatchLabels, labels) {
+				t.Errorf("Deployment %s selects the pod of Job %s", o.Name, j.Name)
+			}
+		case *appsv1.StatefulSet:
+			if selects(o.Spec.Selector.MatchLabels, labels) {
+				t.Errorf("StatefulSet %s selects the pod of Job %s", o.Name, j.Name)
+			}
+		case *corev1.Service:
+			if selects(o.Spec.Selector, labels) {
+				t.Errorf("Service %s selects the pod of Job %s", o.Name, j.Name)
+			}
+		case *policyv1.PodDisruptionBudget:
+			if selects(o.Spec.Selector.MatchLabels, labels) {
+				t.Errorf("PodDisruptionBudget %s counts the pod of Job %s", o.Name, j.Name)
+			}
+		}
+	}
+	for _, c := range pod.Containers {
+		checkSecretEnv(t, c)
+		if !slices.Equal(c.Args, []string{"migrate"}) {
+			t.Errorf("Job %s runs %q, want migrate", j.Name, c.Args)
+			continue
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "MEMGATE_POSTGRES_DSN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		}) {
+			t.Errorf("Job %s: no MEMGATE_POSTGRES_DSN from a Secret", j.Name)
+		}
+		hooks := strings.Split(j.Annotations["helm.sh/hook"], ",")
+		if !slices.Contains(hooks, "pre-install") || !slices.Contains(hooks, "pre-upgrade") {
+			t.Errorf("Job %s runs at hooks %q, want pre-install and pre-upgrade", j.Name, hooks)
+		}
 	}
 }
 
@@ -700,6 +1080,14 @@ func TestChartNotes(t *testing.T) {
 				Encryption struct {
 					Enabled bool `json:"enabled"`
 				} `json:"encryption"`
+				Storage struct {
+					Backend  string `json:"backend"`
+					Postgres struct {
+						ExistingSecret string `json:"existingSecret"`
+						DSNKey         string `json:"dsnKey"`
+						Migrate        string `json:"migrate"`
+					} `json:"postgres"`
+				} `json:"storage"`
 			}
 			data, _ := os.ReadFile(f)
 			if err := yaml.Unmarshal(data, &values); err != nil {
@@ -722,6 +1110,18 @@ func TestChartNotes(t *testing.T) {
 			if values.Encryption.Enabled {
 				want = append(want, "--from-literal=passphrase=", "outside the cluster")
 			}
+			if pg := values.Storage.Postgres; values.Storage.Backend == "postgres" {
+				// Where the DSN comes from, who applies the schema, and
+				// how the session revisions are routed.
+				want = append(want, "PostgreSQL database of the DSN in the Secret\n"+pg.ExistingSecret, "2026-07-28 revision may go to any replica",
+					"routed back to it", "docs/SCALING.md")
+				switch pg.Migrate {
+				case "", "hook":
+					want = append(want, "The Job memgate-migrate applied the database schema")
+				case "serve":
+					want = append(want, "(--migrate)", "kubectl -n memgate create secret generic "+pg.ExistingSecret)
+				}
+			}
 			for _, w := range want {
 				if !strings.Contains(notes, w) {
 					t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
@@ -737,6 +1137,12 @@ func TestChartNotes(t *testing.T) {
 			golden(t, filepath.Join("testdata", "notes", name+".txt"), notes)
 		})
 	}
+	t.Run("replicas without affinity are warned about", func(t *testing.T) {
+		notes := renderNotes(t, filepath.Join(chartDir(t), "ci", "postgres-clientip-values.yaml"), "--set", "service.sessionAffinity=None")
+		if !strings.Contains(notes, "WARNING: several replicas") {
+			t.Errorf("no warning:\n%s", notes)
+		}
+	})
 	t.Run("an ingress without TLS is warned about", func(t *testing.T) {
 		notes := renderNotes(t, filepath.Join(chartDir(t), "ci", "default-values.yaml"),
 			"--set", "ingress.enabled=true", "--set", "ingress.hosts[0]=memory.example.com")

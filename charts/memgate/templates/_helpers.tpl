@@ -102,10 +102,29 @@ oauth-ca.pem: {{ .Values.auth.oauth.caCert | quote }}
 
 {{/* The settings the chart owns, which serve.flags may not set. */}}
 {{- define "memgate.ownedFlags" -}}
-transport bind allow-remote data-dir allow-host path tokens-file encrypt passphrase-env metrics shutdown-grace
+transport bind allow-remote data-dir allow-host path tokens-file encrypt passphrase-env metrics shutdown-grace store replica-staleness migrate
 {{- end }}
 
 {{/* Variables that hold secrets: never in the ConfigMap. */}}
 {{- define "memgate.secretFlags" -}}
 token oauth-introspection-token passphrase new-passphrase admin-token embedder-key postgres-dsn
+{{- end }}
+
+{{/* The schema migration's Job. */}}
+{{- define "memgate.migrationJob" -}}
+{{- printf "%s-migrate" (include "memgate.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The Secret and key of the migration Job's DSN: its own, else the replicas'. */}}
+{{- define "memgate.migrationSecret" -}}
+{{- default .Values.storage.postgres.existingSecret .Values.storage.postgres.migrationJob.existingSecret }}
+{{- end }}
+
+{{- define "memgate.migrationKey" -}}
+{{- default .Values.storage.postgres.dsnKey .Values.storage.postgres.migrationJob.dsnKey }}
+{{- end }}
+
+{{/* "true" when more than one replica may run: replicaCount, or the autoscaler's maximum. */}}
+{{- define "memgate.severalReplicas" -}}
+{{- if or (gt (int .Values.replicaCount) 1) (and .Values.autoscaling.enabled (gt (int .Values.autoscaling.maxReplicas) 1)) }}true{{ end }}
 {{- end }}
