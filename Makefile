@@ -4,23 +4,33 @@ GO      ?= go
 PKGS    := ./...
 FUZZTIME ?= 10s
 
-.PHONY: test vet unit e2e conformance fuzz bench-smoke bench build deploy-check
+.PHONY: test vet unit go-tests e2e conformance fuzz bench-smoke bench build deploy-check
 
 ## test: everything CI runs — vet, unit tests under the race detector
 ## (fuzz seed corpora included), a short benchmark smoke run, and the
 ## end-to-end suite, and the MCP conformance suite, the release build with
-## its launchers, and the deployment artefacts (the chart, the image).
-test: apt-early vet unit fuzz-brief bench-smoke e2e conformance launchers deploy-check
+## its launchers, and the deployment artefacts (the chart, the image); all
+## of it with one PostgreSQL server (WITH_POSTGRES).
+test: apt-early
+	$(WITH_POSTGRES) $(MAKE) --no-print-directory vet unit fuzz-brief bench-smoke e2e conformance launchers deploy-check
 
-## apt-early: the Debian packages that e2e (chromium) and deploy-check
-## (buildah, busybox-static, systemd) need, installed in the background
-## while the Go targets run; those targets take the same lock, so they wait
-## for it and then find their packages there. A machine that has them does
-## nothing.
+## WITH_POSTGRES runs its command with MEMGATE_TEST_POSTGRES_DSN set, for
+## the tests of a PostgreSQL backend (internal/pgtest): the caller's own, or
+## a throwaway server that scripts/postgres.sh starts on a loopback port
+## before the command and stops after it, however it ends. Under make -n it
+## is left out, so that a dry run starts nothing.
+WITH_POSTGRES = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),,APTLOCK=$(APTLOCK) scripts/postgres.sh run)
+
+## apt-early: the Debian packages that the Go tests (postgresql), e2e
+## (chromium) and deploy-check (buildah, busybox-static, systemd) need,
+## installed in the background while the Go targets run; those targets take
+## the same lock, so they wait for it and then find their packages there.
+## PostgreSQL comes first, the Go tests need it soonest (postgres.sh takes
+## the lock itself). A machine that has them does nothing.
 APTLOCK ?= /tmp/memgate-apt.lock
 .PHONY: apt-early
 apt-early:
-	@(flock $(APTLOCK) sh -c 'e2e/install-chromium.sh; deploy/check/install.sh' >/dev/null 2>&1 &)
+	@( (APTLOCK=$(APTLOCK) scripts/postgres.sh install; flock $(APTLOCK) sh -c 'e2e/install-chromium.sh; deploy/check/install.sh') >/dev/null 2>&1 &)
 
 vet:
 	$(GO) mod tidy -diff
@@ -30,7 +40,12 @@ vet:
 	cd deploy/check && $(GO) mod tidy -diff && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## unit: the Go tests of both modules under the race detector, with a
+## PostgreSQL server (WITH_POSTGRES); go-tests: the same tests, with the
+## MEMGATE_TEST_POSTGRES_DSN of the caller if any.
 unit:
+	$(WITH_POSTGRES) $(MAKE) --no-print-directory go-tests
+go-tests:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	bench/datasets.sh >/dev/null
 	cd bench && $(GO) test -race -count=1 ./...

@@ -82,6 +82,7 @@ func TestImportRules(t *testing.T) {
 		{"server/admin", []string{module}, nil, ""},
 		{"server/console", nil, nil, ""},
 		{"internal/synthetic", nil, nil, ""},
+		{"internal/pgtest", nil, nil, ""},
 		{"storage/storetest", []string{module, module + "/storage"}, nil, ""},
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
 			"the gateway uses the MCP surface only to build servers; " + otelWhy},
