@@ -84,6 +84,7 @@ func TestImportRules(t *testing.T) {
 		{"internal/synthetic", nil, nil, ""},
 		{"internal/pgtest", nil, nil, ""},
 		{"storage/storetest", []string{module, module + "/storage"}, nil, ""},
+		{"storage/postgres", []string{module, module + "/storage"}, nil, ""},
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,
 			"the gateway uses the MCP surface only to build servers; " + otelWhy},
 		{"telemetry", nil, otelSDK, otelWhy},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,18 +14,16 @@ import (
 	"time"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/internal/pgtest"
 	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/storage/postgres"
 	"github.com/memgate/memgate/storage/storetest"
 )
 
-// testDB returns a migrated database for the test.
-func testDB(t *testing.T) *postgres.DB {
+// testDB returns a migrated database of the test's own.
+func testDB(t *testing.T) (*postgres.DB, string) {
 	t.Helper()
-	dsn := os.Getenv("MEMGATE_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Skip("no PostgreSQL: set MEMGATE_TEST_POSTGRES_DSN")
-	}
+	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	if _, err := postgres.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
@@ -36,7 +33,7 @@ func testDB(t *testing.T) *postgres.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return db
+	return db, dsn
 }
 
 var nsSeq atomic.Int64
@@ -66,7 +63,7 @@ func replicaOf(t *testing.T, db *postgres.DB, ns memgate.Namespace, o storage.Op
 // TestContract runs the store's contract on two replicas of one
 // namespace, each call going to the other replica than the call before.
 func TestContract(t *testing.T) {
-	db := testDB(t)
+	db, _ := testDB(t)
 	storetest.Run(t, func(t *testing.T, o storage.Options) storetest.Store {
 		ns := newNamespace()
 		return &alternate{rs: [2]*storage.Store{replicaOf(t, db, ns, o), replicaOf(t, db, ns, o)}}
@@ -127,7 +124,7 @@ func (a *alternate) Sweep(ctx context.Context, d time.Duration) (int, int, error
 // The same writes give a replica pair and a plain bbolt store the same
 // memories and the same BM25 scores, to the last bit.
 func TestScoresAreBboltScores(t *testing.T) {
-	db := testDB(t)
+	db, _ := testDB(t)
 	ctx := context.Background()
 	ns := newNamespace()
 	a, b := replicaOf(t, db, ns, storage.Options{}), replicaOf(t, db, ns, storage.Options{})
@@ -179,7 +176,7 @@ func TestScoresAreBboltScores(t *testing.T) {
 // Two replicas racing to replace one memory with the version they read:
 // exactly one wins each round, and both then hold the winner's text.
 func TestCompareAndSetAcrossReplicas(t *testing.T) {
-	db := testDB(t)
+	db, _ := testDB(t)
 	ctx := context.Background()
 	ns := newNamespace()
 	rs := []*storage.Store{replicaOf(t, db, ns, storage.Options{}), replicaOf(t, db, ns, storage.Options{})}
@@ -220,7 +217,7 @@ func TestCompareAndSetAcrossReplicas(t *testing.T) {
 // pg_dump finds none of a memory's text, title, tags, metadata, id or
 // terms.
 func TestDatabaseHoldsNoPlaintext(t *testing.T) {
-	db := testDB(t)
+	db, dsn := testDB(t)
 	ctx := context.Background()
 	ns := newNamespace()
 	enc, err := storage.NewEncryption("correct horse battery staple")
@@ -243,7 +240,7 @@ func TestDatabaseHoldsNoPlaintext(t *testing.T) {
 	if r, err := b.Search(ctx, memgate.Query{Text: secrets[0]}); err != nil || len(r.Hits) != 1 {
 		t.Fatalf("search on the other replica: %v %v", r, err)
 	}
-	dump := pgDump(t)
+	dump := pgDump(t, dsn)
 	for _, s := range append(secrets, "sleeps", "candidate") {
 		for _, form := range []string{s, strings.ToLower(s)} {
 			if bytes.Contains(dump, []byte(form)) {
@@ -265,7 +262,7 @@ func TestDatabaseHoldsNoPlaintext(t *testing.T) {
 }
 
 // pgDump returns pg_dump's output for the test database.
-func pgDump(t *testing.T) []byte {
+func pgDump(t *testing.T, dsn string) []byte {
 	t.Helper()
 	bin, err := exec.LookPath("pg_dump")
 	if err != nil {
@@ -275,7 +272,7 @@ func pgDump(t *testing.T) []byte {
 		}
 		bin = matches[len(matches)-1]
 	}
-	out, err := exec.Command(bin, "--dbname", os.Getenv("MEMGATE_TEST_POSTGRES_DSN")).Output()
+	out, err := exec.Command(bin, "--dbname", dsn).Output()
 	if err != nil {
 		t.Fatalf("pg_dump: %v", err)
 	}
