@@ -678,6 +678,12 @@ func (s *Store) prepareVector(ctx context.Context, r *record) *storedVector {
 	if s.opts.Embedder == nil {
 		return nil
 	}
+	if s.replayed() != nil {
+		// A replica applying the log does not wait for an embedder per
+		// entry: the catch-up embeds what it applied.
+		s.wakeCatchUp()
+		return nil
+	}
 	vec, model, err := s.embedOne(ctx, embedText(r))
 	if err != nil {
 		s.wakeCatchUp()

@@ -59,6 +59,16 @@ func migrations() []string {
 // take, so that replicas starting at once apply each step once.
 const migrationLock = 0x6d656d6761746531 // "memgate1"
 
+// DefaultMaxConns is how many connections a process opens at most, unless
+// the DSN says (pool_max_conns).
+const DefaultMaxConns = 16
+
+// writeIdleTimeout ends a write's transaction that stays idle this long (a
+// process that stopped answering while it held a namespace's lock): its
+// lock goes to the other replicas. An import, the longest write, applies
+// its lines between two statements.
+const writeIdleTimeout = "2min"
+
 // DB is memgate's database. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
@@ -82,6 +92,12 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// Each write to a namespace holds a connection for its transaction:
+		// pgxpool's default (the number of CPUs, at least 4) would queue
+		// writers to different namespaces behind each other.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -220,11 +236,17 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+const headSQL = `SELECT epoch, head, key FROM memgate_namespaces WHERE namespace = $1`
+
 func head(ctx context.Context, q querier, ns, lock string) (storage.LogState, error) {
+	return scanHead(q.QueryRow(ctx, headSQL+lock, ns))
+}
+
+// scanHead reads a namespace's head: the zero state when it has none.
+func scanHead(row pgx.Row) (storage.LogState, error) {
 	var st storage.LogState
 	var seq int64
-	err := q.QueryRow(ctx, `SELECT epoch, head, key FROM memgate_namespaces WHERE namespace = $1`+lock, ns).
-		Scan(&st.Epoch, &seq, &st.Key)
+	err := row.Scan(&st.Epoch, &seq, &st.Key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.LogState{}, nil
 	}
@@ -279,7 +301,18 @@ func (l *nsLog) Begin(ctx context.Context, key func() ([]byte, error)) (storage.
 		return nil, err
 	}
 	w := &logWrite{tx: tx, ns: l.ns}
-	if w.state, err = head(ctx, tx, l.ns, " FOR UPDATE"); err == nil && w.state.Epoch == 0 {
+	// One round trip: the timeout, then the lock.
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL idle_in_transaction_session_timeout = '` + writeIdleTimeout + `'`)
+	b.Queue(headSQL+" FOR UPDATE", l.ns)
+	br := tx.SendBatch(ctx, b)
+	if _, err = br.Exec(); err == nil {
+		w.state, err = scanHead(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && w.state.Epoch == 0 {
 		var k []byte
 		if k, err = key(); err == nil {
 			_, err = tx.Exec(ctx, `INSERT INTO memgate_namespaces (namespace, epoch, key) VALUES ($1, $2, $3)
