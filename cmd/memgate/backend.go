@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -71,13 +72,19 @@ func (a *app) openDatabase() (*postgres.DB, error) {
 	db, err := postgres.Open(ctx, dsn)
 	switch {
 	case errors.Is(err, postgres.ErrNoSchema), errors.Is(err, postgres.ErrNewerSchema):
-		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.postgres", Cause: err, Message: err.Error()}
+		return nil, schemaError("cmd.postgres", err)
 	case err != nil:
-		a.log.Error("the database cannot be reached", "op", "cmd.postgres", "error", redactDSN(err, dsn))
 		return nil, &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.postgres",
-			Message: "the database of " + postgres.DSNVariable + " cannot be reached; check it and that PostgreSQL is up"}
+			Message: "the database of " + postgres.DSNVariable + " cannot be reached (" + connectReason(err, dsn) +
+				"); check it and that PostgreSQL is up"}
 	}
 	return db, nil
+}
+
+// schemaError is the error of a database whose schema is not this
+// memgate's: err says which way, and what to do.
+func schemaError(op string, err error) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Message: strings.TrimPrefix(err.Error(), "postgres: ")}
 }
 
 // migrate brings the database's schema to this memgate's.
@@ -85,7 +92,7 @@ func (a *app) migrate(ctx context.Context, dsn string) error {
 	from, err := postgres.Migrate(ctx, dsn)
 	switch {
 	case errors.Is(err, postgres.ErrNewerSchema):
-		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate", Cause: err, Message: err.Error()}
+		return schemaError("cmd.migrate", err)
 	case err != nil:
 		a.log.Error("the schema could not be migrated", "op", "cmd.migrate", "error", redactDSN(err, dsn))
 		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate",
@@ -95,6 +102,22 @@ func (a *app) migrate(ctx context.Context, dsn string) error {
 		a.log.Info("database schema migrated", "op", "cmd.migrate", "from", from, "to", postgres.SchemaVersion)
 	}
 	return nil
+}
+
+// connectReason says why a connection failed, in a few words and without
+// the DSN: PostgreSQL's own message, or the network's.
+func connectReason(err error, dsn string) string {
+	var pe *pgconn.PgError
+	var ne *net.OpError
+	switch {
+	case errors.As(err, &pe):
+		return redactDSN(errors.New(pe.Message), dsn)
+	case errors.As(err, &ne):
+		return redactDSN(ne, dsn)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	}
+	return "see the PostgreSQL server's log"
 }
 
 // redactDSN is err's text with the DSN, and its password, taken out,
@@ -124,7 +147,7 @@ func (c *migrateCmd) Run(a *app) error {
 	from, err := postgres.Migrate(ctx, dsn)
 	if err != nil {
 		if errors.Is(err, postgres.ErrNewerSchema) {
-			return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate", Cause: err, Message: err.Error()}
+			return schemaError("cmd.migrate", err)
 		}
 		a.log.Error("the schema could not be migrated", "op", "cmd.migrate", "error", redactDSN(err, dsn))
 		return &memgate.Error{Code: memgate.CodeUnavailable, Op: "cmd.migrate",

@@ -108,6 +108,16 @@ func verify(a *app) (tools int, step string, err error) {
 	if _, err := a.encryption(); err != nil {
 		return 0, step, err
 	}
+	if a.cfg.shared() {
+		// The database is checked (reachable, its schema this memgate's),
+		// not written: the tools run on a temporary bbolt folder.
+		step = "database"
+		db, err := a.openDatabase()
+		if err != nil {
+			return 0, step, err
+		}
+		db.Close()
+	}
 	step = "start"
 	exe, err := os.Executable()
 	if err != nil {
