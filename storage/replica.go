@@ -298,6 +298,13 @@ func (s *Store) fresh(ctx context.Context, op string) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if st.Epoch != r.epoch || st.Seq < r.applied {
+		// A write of this replica may have come between the look and the
+		// lock (the namespace's first, say): look again, with none between.
+		if st, err = r.log.Head(ctx); err != nil {
+			return logError(op, err)
+		}
+	}
 	if err := s.catchUpLog(ctx, op, st, r.log.Read); err != nil {
 		return err
 	}
@@ -316,7 +323,8 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 	}
 	if st.Epoch != r.epoch {
 		if r.applied != 0 || r.epoch != 0 {
-			// Erased and made anew since: this file is another namespace's.
+			// Erased (and maybe made anew) since: this file is another
+			// namespace's.
 			s.damaged.Store(true)
 			return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: ErrStaleReplica,
 				Message: "this namespace was erased and made anew on another replica; retry"}
@@ -332,7 +340,14 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 			return err
 		}
 	}
-	if st.Seq <= r.applied {
+	if st.Seq < r.applied {
+		// The log went back (a database restored to an earlier time): this
+		// file holds writes it does not.
+		s.damaged.Store(true)
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: ErrStaleReplica,
+			Message: "the shared store went back in time (restored?); this replica is made again, retry"}
+	}
+	if st.Seq == r.applied {
 		return nil
 	}
 	err := read(ctx, r.applied, func(seq uint64, sealed []byte) error {

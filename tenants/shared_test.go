@@ -274,3 +274,43 @@ func TestPoolsShareTheLog(t *testing.T) {
 		}
 	})
 }
+
+// A log that went back behind a replica (a database restored to an earlier
+// time) makes it fail that call and start again from the log.
+func TestReplicaAheadOfTheLogIsMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	sh := newMemShared()
+	p := newPool(t, Options{Shared: sh, Store: storage.Options{Staleness: 1}})
+	call := func(fn func(*storage.Store) error) error {
+		s, release, err := p.Lease(ctx, "team")
+		if err != nil {
+			return err
+		}
+		defer release()
+		return fn(s)
+	}
+	for _, id := range []string{"x", "y"} {
+		if err := call(func(s *storage.Store) error {
+			_, err := s.Write(ctx, memgate.Write{ID: id, Text: "memory " + id})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := sh.Log("team").(*memLog)
+	sh.mu.Lock()
+	l.entries = l.entries[:1]
+	sh.mu.Unlock()
+	get := func(id string) error {
+		return call(func(s *storage.Store) error { _, err := s.Get(ctx, id); return err })
+	}
+	if err := get("x"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("a read of a replica ahead of its log: %v", err)
+	}
+	if err := get("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("y"); memgate.ErrorCode(err) != memgate.CodeNotFound {
+		t.Fatalf("a write the log lost: %v", err)
+	}
+}
