@@ -557,4 +557,4 @@ func always() bool { return true }
 
 // maxImportEntry bounds an import into a replica: its lines travel as one
 // entry of the log.
-const maxImportEntry = 256 << 20
+var maxImportEntry int64 = 256 << 20

@@ -5,137 +5,31 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/storage/storetest"
 )
 
 // memShared is a Shared in memory: the logs several pools share in a test.
-type memShared struct {
-	mu   sync.Mutex
-	logs map[memgate.Namespace]*memLog
-	// failAppend, when set, fails the next append.
-	failAppend bool
+type memShared struct{ *storetest.MemLogs }
+
+func newMemShared() memShared { return memShared{storetest.NewMemLogs()} }
+
+func (m memShared) Log(ns memgate.Namespace) storage.Log { return m.MemLogs.Log(string(ns)) }
+
+func (m memShared) Exists(_ context.Context, ns memgate.Namespace) (bool, error) {
+	return m.MemLogs.Exists(string(ns)), nil
 }
 
-type memLog struct {
-	sh      *memShared
-	ns      memgate.Namespace
-	lock    sync.Mutex // the namespace's write lock
-	epoch   int64
-	key     []byte
-	entries [][]byte
-	served  int // entries handed to readers
-}
-
-func newMemShared() *memShared { return &memShared{logs: map[memgate.Namespace]*memLog{}} }
-
-func (m *memShared) Log(ns memgate.Namespace) storage.Log {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := m.logs[ns]
-	if l == nil {
-		l = &memLog{sh: m, ns: ns}
-		m.logs[ns] = l
-	}
-	return l
-}
-
-func (m *memShared) Exists(_ context.Context, ns memgate.Namespace) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := m.logs[ns]
-	return l != nil && l.epoch != 0, nil
-}
-
-func (m *memShared) Namespaces(_ context.Context, after string, limit int) ([]memgate.Namespace, error) {
+func (m memShared) Namespaces(context.Context, string, int) ([]memgate.Namespace, error) {
 	return nil, errors.New("not in this test")
 }
 
-func (m *memShared) Erase(_ context.Context, ns memgate.Namespace) error {
-	l := m.Log(ns).(*memLog)
-	l.lock.Lock()
-	defer l.lock.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l.epoch, l.key, l.entries = 0, nil, nil
+func (m memShared) Erase(_ context.Context, ns memgate.Namespace) error {
+	m.MemLogs.Erase(string(ns))
 	return nil
-}
-
-func (l *memLog) state() storage.LogState {
-	l.sh.mu.Lock()
-	defer l.sh.mu.Unlock()
-	return storage.LogState{Epoch: l.epoch, Seq: uint64(len(l.entries)), Key: l.key}
-}
-
-func (l *memLog) Head(context.Context) (storage.LogState, error) { return l.state(), nil }
-
-func (l *memLog) Read(_ context.Context, after uint64, fn func(uint64, []byte) error) error {
-	l.sh.mu.Lock()
-	entries := l.entries[min(int(after), len(l.entries)):]
-	l.served += len(entries)
-	l.sh.mu.Unlock()
-	for i, e := range entries {
-		if err := fn(after+uint64(i)+1, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *memLog) Begin(_ context.Context, key func() ([]byte, error)) (storage.LogWrite, error) {
-	l.lock.Lock()
-	if l.state().Epoch == 0 {
-		k, err := key()
-		if err != nil {
-			l.lock.Unlock()
-			return nil, err
-		}
-		l.sh.mu.Lock()
-		l.epoch, l.key = int64(len(l.sh.logs))+1000, k
-		l.sh.mu.Unlock()
-	}
-	return &memWrite{l: l, st: l.state()}, nil
-}
-
-type memWrite struct {
-	l       *memLog
-	st      storage.LogState
-	pending [][]byte
-	done    bool
-}
-
-func (w *memWrite) State() storage.LogState { return w.st }
-func (w *memWrite) Read(ctx context.Context, after uint64, fn func(uint64, []byte) error) error {
-	return w.l.Read(ctx, after, fn)
-}
-
-func (w *memWrite) Append(_ context.Context, seq uint64, entry []byte) error {
-	w.l.sh.mu.Lock()
-	defer w.l.sh.mu.Unlock()
-	if w.l.sh.failAppend {
-		w.l.sh.failAppend = false
-		return errors.New("the database went away")
-	}
-	w.pending = append(w.pending, entry)
-	return nil
-}
-
-func (w *memWrite) Commit(context.Context) error {
-	w.l.sh.mu.Lock()
-	w.l.entries = append(w.l.entries, w.pending...)
-	w.l.sh.mu.Unlock()
-	w.Rollback()
-	return nil
-}
-
-func (w *memWrite) Rollback() {
-	if !w.done {
-		w.done = true
-		w.l.lock.Unlock()
-	}
 }
 
 // A replica whose write could not be logged is closed once its lease
@@ -157,9 +51,7 @@ func TestReplicaThatMissedTheLogIsMadeAgain(t *testing.T) {
 	if err := write("a"); err != nil {
 		t.Fatal(err)
 	}
-	sh.mu.Lock()
-	sh.failAppend = true
-	sh.mu.Unlock()
+	sh.FailNextAppend()
 	if err := write("b"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
 		t.Fatalf("an unlogged write: %v", err)
 	}
@@ -234,21 +126,16 @@ func TestPoolsShareTheLog(t *testing.T) {
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := sh.Log("team").(*memLog)
-	sh.mu.Lock()
-	served := l.served
-	sh.mu.Unlock()
+	served := sh.Served("team")
 	a = newPool(t, Options{Dir: dirA, Shared: sh, Store: storage.Options{Staleness: 1}})
 	with(a, func(s *storage.Store) {
 		if _, err := s.Get(ctx, "x"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	sh.mu.Lock()
-	if l.served != served {
-		t.Fatalf("the replica closed cleanly read %d entries again", l.served-served)
+	if again := sh.Served("team") - served; again != 0 {
+		t.Fatalf("the replica closed cleanly read %d entries again", again)
 	}
-	sh.mu.Unlock()
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -297,10 +184,7 @@ func TestReplicaAheadOfTheLogIsMadeAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := sh.Log("team").(*memLog)
-	sh.mu.Lock()
-	l.entries = l.entries[:1]
-	sh.mu.Unlock()
+	sh.Truncate("team", 1)
 	get := func(id string) error {
 		return call(func(s *storage.Store) error { _, err := s.Get(ctx, id); return err })
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,59 +65,8 @@ func TestContract(t *testing.T) {
 	db, _ := testDB(t)
 	storetest.Run(t, func(t *testing.T, o storage.Options) storetest.Store {
 		ns := newNamespace()
-		return &alternate{rs: [2]*storage.Store{replicaOf(t, db, ns, o), replicaOf(t, db, ns, o)}}
+		return storetest.Alternate(replicaOf(t, db, ns, o), replicaOf(t, db, ns, o))
 	})
-}
-
-// alternate sends each call to its replicas in turn.
-type alternate struct {
-	rs   [2]*storage.Store
-	next atomic.Int64
-}
-
-func (a *alternate) r() *storage.Store { return a.rs[a.next.Add(1)%2] }
-
-func (a *alternate) Write(ctx context.Context, w memgate.Write) (memgate.Written, error) {
-	return a.r().Write(ctx, w)
-}
-func (a *alternate) Delete(ctx context.Context, id string, v *int64) error {
-	return a.r().Delete(ctx, id, v)
-}
-func (a *alternate) Get(ctx context.Context, id string) (memgate.Memory, error) {
-	return a.r().Get(ctx, id)
-}
-func (a *alternate) List(ctx context.Context, q memgate.ListQuery) (memgate.Page, error) {
-	return a.r().List(ctx, q)
-}
-func (a *alternate) Search(ctx context.Context, q memgate.Query) (memgate.Result, error) {
-	return a.r().Search(ctx, q)
-}
-func (a *alternate) Stats(ctx context.Context) (memgate.StoreStats, error) { return a.r().Stats(ctx) }
-func (a *alternate) Propose(ctx context.Context, w memgate.Write) (memgate.Memory, error) {
-	return a.r().Propose(ctx, w)
-}
-func (a *alternate) Candidates(ctx context.Context, c string, n int) (memgate.Page, error) {
-	return a.r().Candidates(ctx, c, n)
-}
-func (a *alternate) Approve(ctx context.Context, id string) (memgate.Memory, error) {
-	return a.r().Approve(ctx, id)
-}
-func (a *alternate) Reject(ctx context.Context, id string) error { return a.r().Reject(ctx, id) }
-func (a *alternate) Trash(ctx context.Context, c string, n int) (storage.TrashPage, error) {
-	return a.r().Trash(ctx, c, n)
-}
-func (a *alternate) Restore(ctx context.Context, id string) (memgate.Memory, error) {
-	return a.r().Restore(ctx, id)
-}
-func (a *alternate) EmptyTrash(ctx context.Context) (int, error) { return a.r().EmptyTrash(ctx) }
-func (a *alternate) Export(ctx context.Context, w io.Writer, c string, n int) (int, string, error) {
-	return a.r().Export(ctx, w, c, n)
-}
-func (a *alternate) Import(ctx context.Context, r io.Reader, c string) (storage.ImportReport, error) {
-	return a.r().Import(ctx, r, c)
-}
-func (a *alternate) Sweep(ctx context.Context, d time.Duration) (int, int, error) {
-	return a.r().Sweep(ctx, d)
 }
 
 // The same writes give a replica pair and a plain bbolt store the same

@@ -1,0 +1,60 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/storage/storetest"
+)
+
+// replica opens a replica of logs' namespace ns in a file of its own.
+func replica(t *testing.T, logs *storetest.MemLogs, ns string, o storage.Options) *storage.Store {
+	t.Helper()
+	o.NoSync, o.Log, o.Binding, o.Staleness = true, logs.Log(ns), ns, 1
+	s, err := storage.Open(filepath.Join(t.TempDir(), "memgate.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The contract holds for three replicas of one namespace taking turns.
+func TestContractOfReplicas(t *testing.T) {
+	logs := storetest.NewMemLogs()
+	var seq int
+	storetest.Run(t, func(t *testing.T, o storage.Options) storetest.Store {
+		seq++
+		ns := fmt.Sprint("ns", seq)
+		return storetest.Alternate(replica(t, logs, ns, o), replica(t, logs, ns, o), replica(t, logs, ns, o))
+	})
+}
+
+// An import into a replica is one entry of the log: at most the bound,
+// refused past it, before anything is written.
+func TestReplicaImportBound(t *testing.T) {
+	defer storage.SetMaxImportEntry(1 << 10)()
+	ctx := context.Background()
+	logs := storetest.NewMemLogs()
+	s := replica(t, logs, "team", storage.Options{})
+	line := func(i int) string { return fmt.Sprintf(`{"id":"m%d","text":"%s"}`, i, strings.Repeat("x", 80)) + "\n" }
+	var b bytes.Buffer
+	for i := 0; b.Len()+len(line(i)) <= 1<<10; i++ {
+		b.WriteString(line(i))
+	}
+	b.WriteString(strings.Repeat(" ", 1<<10-b.Len()))
+	if rep, err := s.Import(ctx, bytes.NewReader(b.Bytes()), storage.ImportSkip); err != nil || rep.Imported == 0 {
+		t.Fatalf("an import of the bound: %+v %v", rep, err)
+	}
+	b.WriteString(" ")
+	_, err := s.Import(ctx, bytes.NewReader(b.Bytes()), storage.ImportOverwrite)
+	if memgate.ErrorCode(err) != memgate.CodeInvalidArgument || !strings.Contains(err.Error(), "split it") {
+		t.Fatalf("an import past the bound: %v", err)
+	}
+}
