@@ -69,4 +69,3 @@ func (a *alternate) Import(ctx context.Context, r io.Reader, c string) (storage.
 func (a *alternate) Sweep(ctx context.Context, d time.Duration) (int, int, error) {
 	return a.r().Sweep(ctx, d)
 }
-
