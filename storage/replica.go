@@ -11,6 +11,8 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +61,14 @@ type Log interface {
 	// new epoch and the key record key returns) when there is none: no
 	// other Begin of it returns until this one commits or rolls back.
 	Begin(ctx context.Context, key func() ([]byte, error)) (LogWrite, error)
+	// Snapshot returns the namespace's latest snapshot: a replica's file
+	// holding the entries up to seq (0 and nil when there is none).
+	Snapshot(ctx context.Context) (seq uint64, file []byte, err error)
+	// Compact keeps file as the namespace's snapshot at seq of epoch,
+	// unless it has a later one (or another epoch), and drops the entries
+	// that the snapshot it replaces held: a replica less than one snapshot
+	// behind still catches up from the entries.
+	Compact(ctx context.Context, epoch int64, seq uint64, file []byte) error
 }
 
 // LogWrite is a locked log.
@@ -78,13 +88,25 @@ type LogWrite interface {
 // is created again after an erase), the sequence of its last entry, and
 // the key record of its entries (nil for plain ones).
 type LogState struct {
-	Epoch int64
-	Seq   uint64
-	Key   []byte
+	Epoch    int64
+	Seq      uint64
+	Key      []byte
+	Snapshot uint64 // the sequence of the latest snapshot, 0 for none
 }
 
 // DefaultStaleness is the default of Options.Staleness (--replica-staleness).
 const DefaultStaleness = time.Second
+
+// logTimeout bounds a write from its start on the store to its commit in
+// the log, once the call that asked for it no longer can (see replicate).
+const logTimeout = 30 * time.Second
+
+// DefaultCompactEvery is the default of Options.CompactEvery.
+const DefaultCompactEvery = 10000
+
+// maxSnapshotBytes bounds a snapshot (PostgreSQL's bytea holds 1 GiB): a
+// larger replica is not snapshotted, and its log keeps every entry.
+var maxSnapshotBytes int64 = 1 << 29
 
 // ErrStaleReplica is Open's error for a replica's file that was not closed
 // cleanly (or came from elsewhere): its place in the log is unknown, so it
@@ -105,10 +127,20 @@ type replica struct {
 	staleness time.Duration
 	checked   atomic.Int64 // when the last look at the log's head started, unix ns
 
-	mu      sync.Mutex // one write or catch-up at a time, in log order
-	epoch   int64
-	applied uint64
-	seal    *encSealer // the entries' sealer; nil for plain entries or until known
+	mu         sync.Mutex // one write or catch-up at a time, in log order
+	epoch      int64
+	applied    uint64
+	seal       *encSealer // the entries' sealer; nil for plain entries or until known
+	snapshot   uint64     // the latest snapshot's sequence that this replica knows of
+	tried      uint64     // the sequence of this replica's last snapshot, sent or not
+	compacting bool       // a snapshot of this replica is on its way to the log
+	every      uint64     // entries between snapshots
+
+	stop    context.CancelFunc // ends the snapshot on its way, at Close
+	sending sync.WaitGroup
+
+	down   atomic.Bool // the log could not be reached, and has not been since
+	badLog atomic.Bool // an entry of the log could not be applied
 
 	at  atomic.Int64   // the clock of the entry being applied, unix ns; 0 for none
 	ids *mrand.ChaCha8 // the ids of the entry being applied
@@ -186,7 +218,107 @@ func newReplica(opts Options) *replica {
 	if st <= 0 {
 		st = DefaultStaleness
 	}
-	return &replica{log: opts.Log, staleness: st}
+	every := opts.CompactEvery
+	if every <= 0 {
+		every = DefaultCompactEvery
+	}
+	return &replica{log: opts.Log, staleness: st, every: uint64(every), stop: func() {}}
+}
+
+// compact sends the log a snapshot of this replica — a copy of its file,
+// recording its place in the log — which takes the place of the entries
+// before it. The copy is made at once (one read transaction, to a file
+// beside the store's); it travels on its own goroutine. Called with r.mu
+// held, after a write.
+func (s *Store) compact() {
+	const op = "storage.compact"
+	r := s.repl
+	seq, epoch := r.applied, r.epoch
+	r.tried = seq
+	file, err := s.snapshotFile(epoch, seq)
+	switch {
+	case err != nil:
+		s.log.Warn("a snapshot of a replica could not be made; the log keeps its entries", "op", op, "error", err)
+		return
+	case int64(len(file)) > maxSnapshotBytes:
+		s.log.Warn("a replica is too large for a snapshot; the log keeps its entries", "op", op, "bytes", len(file))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	r.compacting, r.stop = true, cancel
+	r.sending.Go(func() {
+		defer cancel()
+		err := r.log.Compact(ctx, epoch, seq, file)
+		r.mu.Lock()
+		r.compacting = false
+		if err == nil {
+			r.snapshot = max(r.snapshot, seq)
+		}
+		r.mu.Unlock()
+		if err != nil {
+			s.log.Warn("a snapshot of a replica could not be kept; the log keeps its entries", "op", op, "error", err)
+		}
+	})
+}
+
+// snapshotFile returns a copy of the store's file that records its place
+// in the log (epoch, seq).
+func (s *Store) snapshotFile(epoch int64, seq uint64) ([]byte, error) {
+	f, err := os.CreateTemp(filepath.Dir(s.path), ".memgate-snapshot-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	err = s.readTx("storage.compact", func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(f)
+		return err
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(f.Name(), 0o600, &bolt.Options{Timeout: time.Second, NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaReplica, binary.BigEndian.AppendUint64(u64(uint64(epoch)), seq))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(f.Name())
+}
+
+// WriteSnapshot writes the latest snapshot of log, if any, to path (a
+// replica's file that is not there yet), whole or not at all, and reports
+// whether there was one.
+func WriteSnapshot(ctx context.Context, log Log, path string) (bool, error) {
+	_, file, err := log.Snapshot(ctx)
+	if err != nil || file == nil {
+		return false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".memgate-snapshot-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(file)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	return err == nil, err
 }
 
 // now is the store's clock: the entry's while one is applied.
@@ -228,8 +360,9 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 	}
 	lw, err := r.log.Begin(ctx, s.newLogKey)
 	if err != nil {
-		return logError(op, err)
+		return s.unreachable(op, err)
 	}
+	s.reached()
 	defer lw.Rollback()
 	if err := s.catchUpLog(ctx, op, lw.State(), lw.Read); err != nil {
 		return err
@@ -241,27 +374,43 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 	e.Seed = make([]byte, 32)
 	rand.Read(e.Seed)
 	before := s.commits.Load()
-	werr := s.apply(ctx, e, write)
+	// The write runs whole, and is logged, whatever happens to the call
+	// meanwhile (a client gone, a deadline): every replica applies it whole.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logTimeout)
+	defer cancel()
+	werr := s.apply(wctx, e, write)
 	switch {
 	case werr == nil && !changed():
 		return nil
 	case werr != nil && s.commits.Load() == before:
 		return werr // refused, or failed before any change
+	case werr != nil && !refusedAgain(werr):
+		// Cut short by this machine (a full disk, say) after a part of it
+		// was written: it is not logged, so it did not happen anywhere,
+		// and this replica, which holds its part, is made again.
+		s.damaged.Store(true)
+		s.log.Error("a write failed half done; this replica is made again from the log", "op", op,
+			"namespace", s.opts.Binding, "error", werr)
+		return werr
 	}
 	plain, err := json.Marshal(e)
 	if err == nil {
 		seq := r.applied + 1
-		if err = lw.Append(ctx, seq, r.sealEntry(seq, plain)); err == nil {
-			err = lw.Commit(ctx)
+		if err = lw.Append(wctx, seq, r.sealEntry(seq, plain)); err == nil {
+			err = lw.Commit(wctx)
 		}
 		if err == nil {
 			r.applied = seq
+			if !r.compacting && r.applied >= max(r.snapshot, r.tried)+r.every {
+				s.compact()
+			}
 			return werr
 		}
 	}
 	// The file holds a write the log may not: it is no replica any more.
 	s.damaged.Store(true)
-	s.log.Error("a write could not be logged; this replica's store is rebuilt from the log", "op", op, "error", err)
+	s.log.Error("a write could not be logged; this replica is made again from the log", "op", op,
+		"namespace", s.opts.Binding, "error", err)
 	return logError(op, err)
 }
 
@@ -294,8 +443,9 @@ func (s *Store) fresh(ctx context.Context, op string) error {
 	}
 	st, err := r.log.Head(ctx)
 	if err != nil {
-		return logError(op, err)
+		return s.unreachable(op, err)
 	}
+	s.reached()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if st.Epoch != r.epoch || st.Seq < r.applied {
@@ -350,8 +500,12 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 	if st.Seq == r.applied {
 		return nil
 	}
+	r.snapshot = max(r.snapshot, st.Snapshot)
 	err := read(ctx, r.applied, func(seq uint64, sealed []byte) error {
 		if seq != r.applied+1 {
+			if r.applied < r.snapshot {
+				return errBehindSnapshot
+			}
 			return fmt.Errorf("%w: entry %d follows %d", ErrDamaged, seq, r.applied)
 		}
 		plain, err := r.openEntry(seq, sealed)
@@ -359,28 +513,49 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 			return err
 		}
 		var e entry
-		if err := json.Unmarshal(plain, &e); err != nil || len(e.Seed) != 32 {
+		if err := json.Unmarshal(plain, &e); err != nil || len(e.Seed) != 32 || e.At <= 0 {
 			return fmt.Errorf("%w: an entry of the log does not decode", ErrDamaged)
 		}
 		e.replay = true
-		if err := s.apply(ctx, &e, func(ctx context.Context) error { return s.replay(ctx, &e) }); err != nil && !isRefusal(err) {
+		// An entry is applied whole whatever happens to the call that
+		// brought it (a client gone, a deadline): a write cut short would
+		// read as a refusal.
+		actx := context.WithoutCancel(ctx)
+		if err := s.apply(actx, &e, func(ctx context.Context) error { return s.replay(ctx, &e) }); err != nil && !refusedAgain(err) {
 			return err
 		}
 		r.applied = seq
-		return nil
+		return cancelled(ctx) // between entries, a cancelled call stops
 	})
 	if err == nil && r.applied < st.Seq {
 		err = fmt.Errorf("%w: the log ends at %d before its head %d", ErrDamaged, r.applied, st.Seq)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errBehindSnapshot):
+		s.damaged.Store(true)
+		s.log.Info("a replica fell behind the log's snapshot; it is made again from it", "op", op, "namespace", s.opts.Binding)
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+			Message: "this replica fell behind the shared store and is made again; retry"}
+	case err != nil:
 		if errors.Is(err, ErrDamaged) || errors.Is(err, ErrTampered) {
 			s.damaged.Store(true)
-			s.log.Error("the log could not be applied; this replica's store is rebuilt from it", "op", op, "error", err)
+			r.badLog.Store(true)
+			s.log.Error("an entry of the log cannot be applied; this replica is made again from the log", "op", op,
+				"namespace", s.opts.Binding, "error", err)
 		}
 		return logError(op, err)
 	}
 	return nil
 }
+
+// LogDamaged reports whether the store is a replica that found an entry of
+// its log that cannot be applied: damage in the log, which a new replica
+// meets again.
+func (s *Store) LogDamaged() bool { return s.repl != nil && s.repl.badLog.Load() }
+
+// errBehindSnapshot: the entries a replica lacks were dropped when a
+// snapshot took their place; the replica is made again from the snapshot.
+var errBehindSnapshot = errors.New("storage: the replica is behind the log's snapshot")
 
 // replay runs entry e as the write it logs.
 func (s *Store) replay(ctx context.Context, e *entry) error {
@@ -416,6 +591,19 @@ func (s *Store) replay(ctx context.Context, e *entry) error {
 	return err
 }
 
+// refusedAgain reports whether err, from an entry applied from the log, is
+// the entry's own refusal, which it met where it ran too (and so changed
+// nothing there either): any other failure (the disk, a cancelled call)
+// leaves the entry to apply again.
+func refusedAgain(err error) bool {
+	switch memgate.ErrorCode(err) {
+	case memgate.CodeInvalidArgument, memgate.CodeNotFound, memgate.CodeVersionConflict,
+		memgate.CodeTooLarge, memgate.CodeSecretDetected, memgate.CodeQuotaExceeded:
+		return true
+	}
+	return false
+}
+
 var errBadEntry = fmt.Errorf("%w: an entry of the log names no write memgate knows", ErrDamaged)
 
 // logError is the error of a call that the log failed: unavailable, to be
@@ -426,10 +614,27 @@ func logError(op string, err error) error {
 		return err
 	}
 	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrTampered) {
-		return damagedError(op, err)
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+			Message: "this namespace's log in the shared store holds an entry that cannot be applied (damaged or altered there); see the server's log"}
 	}
 	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
 		Message: "the shared store cannot be reached; retry shortly"}
+}
+
+// unreachable logs, once until it is reached again, that the log cannot
+// be reached, and returns the call's error.
+func (s *Store) unreachable(op string, err error) error {
+	if s.repl.down.CompareAndSwap(false, true) {
+		s.log.Warn("the shared store cannot be reached", "op", op, "namespace", s.opts.Binding, "error", err)
+	}
+	return logError(op, err)
+}
+
+// reached logs that the log is reached again, after it could not be.
+func (s *Store) reached() {
+	if s.repl.down.CompareAndSwap(true, false) {
+		s.log.Info("the shared store is reached again", "op", "storage.replica", "namespace", s.opts.Binding)
+	}
 }
 
 // newLogKey makes the key record of a new namespace's log: the KDF record
@@ -509,6 +714,10 @@ func (s *Store) openReplica() error {
 func (s *Store) closeReplica() {
 	r := s.repl
 	r.mu.Lock()
+	r.stop()
+	r.mu.Unlock()
+	r.sending.Wait()
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.damaged.Load() || s.db.IsReadOnly() {
 		return
@@ -557,4 +766,4 @@ func always() bool { return true }
 
 // maxImportEntry bounds an import into a replica: its lines travel as one
 // entry of the log.
-var maxImportEntry int64 = 256 << 20
+var maxImportEntry int64 = 64 << 20

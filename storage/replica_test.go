@@ -58,3 +58,25 @@ func TestReplicaImportBound(t *testing.T) {
 		t.Fatalf("an import past the bound: %v", err)
 	}
 }
+
+// A call cancelled while its replica catches up stops between entries,
+// never in one: the next call goes on from there, and nothing is skipped.
+func TestCancelledCatchUpSkipsNothing(t *testing.T) {
+	ctx := context.Background()
+	logs := storetest.NewMemLogs()
+	a := replica(t, logs, "team", storage.Options{})
+	for i := range 200 {
+		if _, err := a.Write(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: fmt.Sprint("memory ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := replica(t, logs, "team", storage.Options{})
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Stats(cut); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("a cancelled call: %v", err)
+	}
+	if st, err := b.Stats(ctx); err != nil || st.Count != 200 {
+		t.Fatalf("after a cancelled catch-up: %+v %v", st, err)
+	}
+}

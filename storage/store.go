@@ -110,6 +110,9 @@ type Options struct {
 	// Staleness bounds how old a replica's view may be when a read starts
 	// (--replica-staleness); 0 means DefaultStaleness.
 	Staleness time.Duration
+	// CompactEvery is how many entries of the log a replica lets pass
+	// between the snapshots it sends it; 0 means DefaultCompactEvery.
+	CompactEvery int
 }
 
 // Store is one namespace's memories in one bbolt file. It is safe for

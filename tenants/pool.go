@@ -424,6 +424,7 @@ func (p *Pool) release(e *entry, used bool) {
 	// lock in this process, and an open of the same file would read as
 	// another process holding it.
 	damaged := e.store != nil && e.store.Damaged()
+	badLog := damaged && e.store.LogDamaged()
 	var file fs.FileInfo
 	if damaged {
 		file, _ = p.root.Lstat(p.storeFile(e.ns))
@@ -441,8 +442,13 @@ func (p *Pool) release(e *entry, used bool) {
 		if cur, ok := p.lru.Peek(e.ns); ok && cur == e {
 			p.lru.Remove(e.ns)
 			p.closing[e.ns] = make(chan struct{})
-			if p.opts.Shared == nil {
+			switch {
+			case p.opts.Shared == nil:
 				p.remember(e.ns, errDamaged(storage.ErrDamaged), file)
+			case badLog:
+				// Made again from the log after a pause, so that a log that
+				// cannot be applied is not read whole at every call.
+				p.remember(e.ns, errBadLog, nil)
 			}
 			retire = true
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -32,23 +33,51 @@ type Shared interface {
 // that a data folder used with bbolt before loses nothing.
 const ReplicasFolder = "replicas"
 
-// openReplica opens ns's replica at path (inside the stores folder): a
-// file that cannot be trusted is removed and made again from the log.
+// openReplica opens ns's replica at path (inside the stores folder),
+// starting from the log's snapshot when there is no file: a file that
+// cannot be trusted is removed and made again.
 func (p *Pool) openReplica(path string, ns memgate.Namespace, opts storage.Options) (*storage.Store, error) {
+	const op = "tenants.open"
 	opts.Log = p.opts.Shared.Log(ns)
 	// The file is a cache: a crash that loses its last commits loses
 	// nothing the log does not hold, and a file a crash left is never
 	// trusted (storage.ErrStaleReplica).
 	opts.NoSync = true
+	fromSnapshot := func() error {
+		if _, err := p.root.Lstat(storeFileIn(ns)); !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
+		defer cancel()
+		if _, err := storage.WriteSnapshot(ctx, opts.Log, path); err != nil {
+			return unavailable(op, err)
+		}
+		return nil
+	}
+	if err := fromSnapshot(); err != nil {
+		return nil, err
+	}
 	s, err := openStore(path, opts)
 	if errors.Is(err, storage.ErrStaleReplica) || errors.Is(err, storage.ErrDamaged) {
 		if rerr := p.root.Remove(storeFileIn(ns)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return nil, storage.StoreError("tenants.open", memgate.Internal("tenants.open", rerr))
+			return nil, storage.StoreError(op, memgate.Internal(op, rerr))
+		}
+		if err := fromSnapshot(); err != nil {
+			return nil, err
 		}
 		s, err = openStore(path, opts)
 	}
 	return s, err
 }
+
+// errBadLog answers, for a moment, the calls of a namespace whose log holds
+// an entry that cannot be applied: its replica is made again from the log
+// at the next lease after that.
+var errBadLog = &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open",
+	Message: "this namespace's log in the shared store holds an entry that cannot be applied (damaged or altered there); see the server's log"}
+
+// snapshotTimeout bounds the fetch of a namespace's snapshot.
+const snapshotTimeout = 2 * time.Minute
 
 // dropReplica removes the file of ns's replica, closed after it was found
 // damaged: the next lease makes it again from the log.

@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -196,5 +197,78 @@ func TestReplicaAheadOfTheLogIsMadeAgain(t *testing.T) {
 	}
 	if err := get("y"); memgate.ErrorCode(err) != memgate.CodeNotFound {
 		t.Fatalf("a write the log lost: %v", err)
+	}
+}
+
+// Every CompactEvery entries a replica sends the log a snapshot, which
+// takes the place of the entries before the snapshot it replaces: the log
+// stays short, a new replica starts from the snapshot, and one that fell
+// behind it is made again from it.
+func TestSnapshotsKeepTheLogShort(t *testing.T) {
+	ctx := context.Background()
+	sh := newMemShared()
+	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1, CompactEvery: 10}}
+	a, b := newPool(t, opts), newPool(t, opts)
+	call := func(p *Pool, fn func(*storage.Store) error) error {
+		s, release, err := p.Lease(ctx, "team")
+		if err != nil {
+			return err
+		}
+		defer release()
+		return fn(s)
+	}
+	write := func(p *Pool, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := call(p, func(s *storage.Store) error {
+				_, err := s.Write(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: fmt.Sprint("memory number ", i)})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(p *Pool) (int64, error) {
+		var n int64
+		err := call(p, func(s *storage.Store) error {
+			st, err := s.Stats(ctx)
+			n = st.Count
+			return err
+		})
+		return n, err
+	}
+	write(a, 0, 5)
+	if n, err := count(b); err != nil || n != 5 {
+		t.Fatalf("b: %d %v", n, err)
+	}
+	// Snapshots travel on their own goroutine: write until the log is
+	// short, every entry of b's place gone.
+	n := 5
+	for ; n < 1000 && (n < 45 || sh.Entries("team") > 25); n++ {
+		write(a, n, n+1)
+	}
+	if sh.Entries("team") > 25 {
+		t.Fatalf("after %d writes the log holds %d entries", n, sh.Entries("team"))
+	}
+	// b was at 5, behind every entry the log still has: one call says so,
+	// the next is served by a replica made from the snapshot.
+	if _, err := count(b); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("a replica behind the snapshot: %v", err)
+	}
+	if got, err := count(b); err != nil || got != int64(n) {
+		t.Fatalf("b made again: %d of %d, %v", got, n, err)
+	}
+	// A new process starts from the snapshot, reading few entries.
+	served := sh.Served("team")
+	c := newPool(t, opts)
+	if got, err := count(c); err != nil || got != int64(n) {
+		t.Fatalf("c: %d of %d, %v", got, n, err)
+	}
+	if read := sh.Served("team") - served; read > 25 { // at most the entries the log keeps
+		t.Fatalf("a new replica read %d entries, not the snapshot", read)
+	}
+	write(c, n, n+5)
+	if got, err := count(a); err != nil || got != int64(n+5) {
+		t.Fatalf("a: %d of %d, %v", got, n+5, err)
 	}
 }

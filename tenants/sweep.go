@@ -48,7 +48,9 @@ func (p *Pool) sweep() {
 // sweepRetention is the retention a sweep purges the trash by: negative
 // (none) with Options.KeepTrash.
 func (p *Pool) sweepRetention() time.Duration {
-	if p.opts.KeepTrash {
+	if p.opts.KeepTrash || p.opts.Shared != nil && p.opts.TrashRetention == 0 {
+		// A replica that keeps no trash leaves the trash of the replicas
+		// that do to their sweeps, which know its retention.
 		return -1
 	}
 	return p.opts.TrashRetention

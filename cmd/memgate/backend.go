@@ -71,6 +71,8 @@ func (a *app) openDatabase() (*postgres.DB, error) {
 	}
 	db, err := postgres.Open(ctx, dsn)
 	switch {
+	case errors.Is(err, postgres.ErrBadDSN):
+		return nil, errBadDSN
 	case errors.Is(err, postgres.ErrNoSchema), errors.Is(err, postgres.ErrNewerSchema):
 		return nil, schemaError("cmd.postgres", err)
 	case err != nil:
@@ -80,6 +82,10 @@ func (a *app) openDatabase() (*postgres.DB, error) {
 	}
 	return db, nil
 }
+
+// errBadDSN is the usage error of a DSN that does not parse (its text is
+// not quoted: it may hold a password).
+var errBadDSN = usageError{errors.New(postgres.DSNVariable + ": not a PostgreSQL connection string (postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=...)")}
 
 // schemaError is the error of a database whose schema is not this
 // memgate's: err says which way, and what to do.
@@ -91,6 +97,8 @@ func schemaError(op string, err error) error {
 func (a *app) migrate(ctx context.Context, dsn string) error {
 	from, err := postgres.Migrate(ctx, dsn)
 	switch {
+	case errors.Is(err, postgres.ErrBadDSN):
+		return errBadDSN
 	case errors.Is(err, postgres.ErrNewerSchema):
 		return schemaError("cmd.migrate", err)
 	case err != nil:
@@ -146,6 +154,9 @@ func (c *migrateCmd) Run(a *app) error {
 	defer cancel()
 	from, err := postgres.Migrate(ctx, dsn)
 	if err != nil {
+		if errors.Is(err, postgres.ErrBadDSN) {
+			return errBadDSN
+		}
 		if errors.Is(err, postgres.ErrNewerSchema) {
 			return schemaError("cmd.migrate", err)
 		}

@@ -52,6 +52,8 @@ func TestStorePostgresFromTheCommandLine(t *testing.T) {
 
 	// A DSN that does not parse, or a server that is not there: one line,
 	// never the DSN.
+	mg(t, env{postgres.DSNVariable: "postgres://user:pw@[::1", "HOME": home}, "", append([]string{"stats"}, pg...)...).
+		fails(t, 2, "not a PostgreSQL connection string")
 	bad := env{postgres.DSNVariable: "postgres://user:hunter2secret@127.0.0.1:1/none?sslmode=disable", "HOME": home}
 	r := mg(t, bad, "", append([]string{"stats"}, pg...)...)
 	r.fails(t, 1, "cannot be reached")

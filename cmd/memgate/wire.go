@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -87,6 +88,10 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 				return nil, err
 			}
 			a.closers = append(a.closers, func() { os.RemoveAll(dir) })
+		}
+		if enc != nil {
+			// The replicas' files share one derivation, beside them.
+			enc.UseSaltFile(filepath.Join(dir, saltFileName))
 		}
 	}
 	tel := a.telemetry()

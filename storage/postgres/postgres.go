@@ -80,6 +80,8 @@ var (
 	ErrNoSchema = errors.New("postgres: the database's schema is older than this memgate's")
 	// ErrNewerSchema: a newer memgate migrated the database.
 	ErrNewerSchema = errors.New("postgres: the database's schema is newer than this memgate's")
+	// ErrBadDSN: the connection string does not parse.
+	ErrBadDSN = errors.New("postgres: the connection string does not parse")
 )
 
 // Open connects to the database of dsn and checks its schema: one older
@@ -88,7 +90,7 @@ var (
 func Open(ctx context.Context, dsn string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, errors.New("postgres: the connection string does not parse") // it may hold a password
+		return nil, ErrBadDSN // its error may quote a password
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
@@ -140,7 +142,7 @@ func (db *DB) version(ctx context.Context) (int, error) {
 func Migrate(ctx context.Context, dsn string) (from int, err error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return 0, errors.New("postgres: the connection string does not parse")
+		return 0, ErrBadDSN
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
@@ -236,7 +238,7 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const headSQL = `SELECT epoch, head, key FROM memgate_namespaces WHERE namespace = $1`
+const headSQL = `SELECT epoch, head, key, snapshot FROM memgate_namespaces WHERE namespace = $1`
 
 func head(ctx context.Context, q querier, ns, lock string) (storage.LogState, error) {
 	return scanHead(q.QueryRow(ctx, headSQL+lock, ns))
@@ -245,13 +247,42 @@ func head(ctx context.Context, q querier, ns, lock string) (storage.LogState, er
 // scanHead reads a namespace's head: the zero state when it has none.
 func scanHead(row pgx.Row) (storage.LogState, error) {
 	var st storage.LogState
-	var seq int64
-	err := row.Scan(&st.Epoch, &seq, &st.Key)
+	var seq, snap int64
+	err := row.Scan(&st.Epoch, &seq, &st.Key, &snap)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.LogState{}, nil
 	}
-	st.Seq = uint64(seq)
+	st.Seq, st.Snapshot = uint64(seq), uint64(snap)
 	return st, err
+}
+
+func (l *nsLog) Snapshot(ctx context.Context) (uint64, []byte, error) {
+	var (
+		seq  int64
+		file []byte
+	)
+	err := l.db.pool.QueryRow(ctx, `SELECT seq, file FROM memgate_snapshots WHERE namespace = $1`, l.ns).Scan(&seq, &file)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, nil
+	}
+	return uint64(seq), file, err
+}
+
+// Compact takes the namespace's row lock, as a write does, so a snapshot
+// and the entries it drops never cross a write.
+func (l *nsLog) Compact(ctx context.Context, epoch int64, seq uint64, file []byte) error {
+	return pgx.BeginFunc(ctx, l.db.pool, func(tx pgx.Tx) error {
+		st, err := head(ctx, tx, l.ns, " FOR UPDATE")
+		if err != nil || st.Epoch != epoch || seq <= st.Snapshot || seq > st.Seq {
+			return err // erased, or a later snapshot is there already
+		}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO memgate_snapshots (namespace, seq, file) VALUES ($1, $2, $3)
+			ON CONFLICT (namespace) DO UPDATE SET seq = excluded.seq, file = excluded.file`, l.ns, int64(seq), file)
+		b.Queue(`DELETE FROM memgate_log WHERE namespace = $1 AND seq <= $2`, l.ns, int64(st.Snapshot))
+		b.Queue(`UPDATE memgate_namespaces SET snapshot = $2 WHERE namespace = $1`, l.ns, int64(seq))
+		return tx.SendBatch(ctx, b).Close()
+	})
 }
 
 // readBatch is how many entries one query of Read fetches.

@@ -229,3 +229,67 @@ func pgDump(t *testing.T, dsn string) []byte {
 	}
 	return out
 }
+
+// Snapshots over PostgreSQL: the log keeps the entries after the snapshot
+// before the latest, a new replica starts from the latest, and under
+// encryption neither holds plaintext.
+func TestSnapshotsOverPostgres(t *testing.T) {
+	db, dsn := testDB(t)
+	ctx := context.Background()
+	ns := newNamespace()
+	enc, err := storage.NewEncryption("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.KDF = storage.KDFParams{Time: 1, Memory: 64, Threads: 1}
+	o := storage.Options{Encryption: enc, CompactEvery: 5}
+	a := replicaOf(t, db, ns, o)
+	log := db.Log(ns)
+	// Snapshots travel on their own: write until a second one is in.
+	var (
+		st      storage.LogState
+		written int
+	)
+	for ; written < 500 && st.Snapshot < 15; written++ {
+		if _, err := a.Write(ctx, memgate.Write{ID: fmt.Sprint("id", written), Text: fmt.Sprint("the wombatsecret number ", written)}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err = log.Head(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.Snapshot < 15 {
+		t.Fatalf("no second snapshot in %d writes: %d", written, st.Snapshot)
+	}
+	var first uint64
+	if err := log.Read(ctx, 0, func(seq uint64, _ []byte) error {
+		if first == 0 {
+			first = seq
+		}
+		return nil
+	}); err != nil || first <= 1 || first > st.Snapshot+1 {
+		t.Fatalf("the log starts at %d (%v), its snapshot is at %d", first, err, st.Snapshot)
+	}
+	path := filepath.Join(t.TempDir(), "memgate.db")
+	if ok, err := storage.WriteSnapshot(ctx, log, path); !ok || err != nil {
+		t.Fatalf("snapshot: %v %v", ok, err)
+	}
+	o.NoSync, o.Log, o.Binding, o.Staleness = true, log, string(ns), time.Nanosecond
+	c, err := storage.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Stats(ctx); err != nil || st.Count != int64(written) {
+		t.Fatalf("a replica from the snapshot: %+v %v", st, err)
+	}
+	if r, err := c.Search(ctx, memgate.Query{Text: "wombatsecret 12"}); err != nil || len(r.Hits) == 0 || r.Hits[0].ID != "id12" {
+		t.Fatalf("search: %+v %v", r, err)
+	}
+	dump := pgDump(t, dsn)
+	for _, s := range []string{"wombatsecret", "id12", "number"} {
+		if bytes.Contains(dump, []byte(s)) {
+			t.Fatalf("pg_dump holds %q", s)
+		}
+	}
+}

@@ -26,7 +26,10 @@ type memLog struct {
 	lock    sync.Mutex // the namespace's write lock
 	epoch   int64
 	key     []byte
-	entries [][]byte
+	entries map[uint64][]byte // by sequence: a snapshot drops the first
+	head    uint64
+	snap    uint64
+	file    []byte
 	served  int
 }
 
@@ -36,7 +39,7 @@ func (m *MemLogs) Log(ns string) storage.Log {
 	defer m.mu.Unlock()
 	l := m.logs[ns]
 	if l == nil {
-		l = &memLog{m: m}
+		l = &memLog{m: m, entries: map[uint64][]byte{}}
 		m.logs[ns] = l
 	}
 	return l
@@ -57,7 +60,7 @@ func (m *MemLogs) Erase(ns string) {
 	defer l.lock.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l.epoch, l.key, l.entries = 0, nil, nil
+	l.epoch, l.key, l.entries, l.head, l.snap, l.file = 0, nil, map[uint64][]byte{}, 0, 0, nil
 }
 
 // FailNextAppend makes the next append of any log fail.
@@ -72,8 +75,21 @@ func (m *MemLogs) FailNextAppend() {
 func (m *MemLogs) Truncate(ns string, n int) {
 	l := m.Log(ns).(*memLog)
 	m.mu.Lock()
-	l.entries = l.entries[:min(n, len(l.entries))]
+	for seq := range l.entries {
+		if seq > uint64(n) {
+			delete(l.entries, seq)
+		}
+	}
+	l.head = min(l.head, uint64(n))
 	m.mu.Unlock()
+}
+
+// Entries is how many entries ns's log holds (a snapshot drops some).
+func (m *MemLogs) Entries(ns string) int {
+	l := m.Log(ns).(*memLog)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(l.entries)
 }
 
 // Served is how many entries of ns's log readers have been handed.
@@ -87,18 +103,50 @@ func (m *MemLogs) Served(ns string) int {
 func (l *memLog) state() storage.LogState {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
-	return storage.LogState{Epoch: l.epoch, Seq: uint64(len(l.entries)), Key: l.key}
+	return storage.LogState{Epoch: l.epoch, Seq: l.head, Key: l.key, Snapshot: l.snap}
+}
+
+func (l *memLog) Snapshot(context.Context) (uint64, []byte, error) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.snap, l.file, nil
+}
+
+func (l *memLog) Compact(_ context.Context, epoch int64, seq uint64, file []byte) error {
+	l.lock.Lock()
+	defer l.lock.Unlock()
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if epoch != l.epoch || seq <= l.snap || seq > l.head {
+		return nil
+	}
+	for s := range l.entries {
+		if s <= l.snap {
+			delete(l.entries, s)
+		}
+	}
+	l.snap, l.file = seq, file
+	return nil
 }
 
 func (l *memLog) Head(context.Context) (storage.LogState, error) { return l.state(), nil }
 
 func (l *memLog) Read(_ context.Context, after uint64, fn func(uint64, []byte) error) error {
+	type entry struct {
+		seq uint64
+		b   []byte
+	}
+	var entries []entry
 	l.m.mu.Lock()
-	entries := l.entries[min(int(after), len(l.entries)):]
+	for seq := after + 1; seq <= l.head; seq++ {
+		if b, ok := l.entries[seq]; ok {
+			entries = append(entries, entry{seq, b})
+		}
+	}
 	l.served += len(entries)
 	l.m.mu.Unlock()
-	for i, e := range entries {
-		if err := fn(after+uint64(i)+1, e); err != nil {
+	for _, e := range entries {
+		if err := fn(e.seq, e.b); err != nil {
 			return err
 		}
 	}
@@ -134,12 +182,15 @@ func (w *memWrite) Read(ctx context.Context, after uint64, fn func(uint64, []byt
 	return w.l.Read(ctx, after, fn)
 }
 
-func (w *memWrite) Append(_ context.Context, _ uint64, entry []byte) error {
+func (w *memWrite) Append(_ context.Context, seq uint64, entry []byte) error {
 	w.l.m.mu.Lock()
 	defer w.l.m.mu.Unlock()
 	if w.l.m.failAppend {
 		w.l.m.failAppend = false
 		return errors.New("storetest: the log went away")
+	}
+	if seq != w.st.Seq+uint64(len(w.pending))+1 {
+		return errors.New("storetest: an append out of order")
 	}
 	w.pending = append(w.pending, entry)
 	return nil
@@ -147,7 +198,10 @@ func (w *memWrite) Append(_ context.Context, _ uint64, entry []byte) error {
 
 func (w *memWrite) Commit(context.Context) error {
 	w.l.m.mu.Lock()
-	w.l.entries = append(w.l.entries, w.pending...)
+	for _, e := range w.pending {
+		w.l.head++
+		w.l.entries[w.l.head] = e
+	}
 	w.l.m.mu.Unlock()
 	w.Rollback()
 	return nil
