@@ -98,9 +98,10 @@ type loadResult struct {
 	perSec      float64
 	hist        map[string]*driver.Hist
 	all         *driver.Hist
-	acked       []int64 // acknowledged remembers per namespace
-	cpuUS       float64 // server CPU per op
-	clientCPUUS float64 // this process's CPU per op (the load generator)
+	acked       []int64            // acknowledged remembers per namespace
+	cpuUS       float64            // server CPU per op
+	clientCPUUS float64            // this process's CPU per op (the load generator)
+	otherUS     map[string]float64 // the CPU per op of what loadOn metered beside the servers
 	hwmKB       int64
 	errSample   string
 }
@@ -109,23 +110,47 @@ type loadResult struct {
 // maxOps calls, when maxOps > 0); next picks each call.
 func load(url, version string, sessions int, d time.Duration, maxOps int, spaces int, pid int,
 	next func(r *rand.Rand, worker int) op) (*loadResult, error) {
+	return loadOn([]string{url}, []int{pid}, nil, version, sessions, d, maxOps, spaces, next)
+}
+
+// loadOn is load over several servers serving the same namespaces: worker
+// w calls urls[w%len(urls)]. The CPU of the servers' processes pids is
+// the result's server CPU; other names what else to meter per call (its
+// CPU so far), such as the database the servers share.
+func loadOn(urls []string, pids []int, other map[string]func() time.Duration, version string, sessions int, d time.Duration, maxOps int, spaces int,
+	next func(r *rand.Rand, worker int) op) (*loadResult, error) {
 	client := driver.NewHTTPClient(sessions)
 	defer client.CloseIdleConnections()
 	ctx := context.Background()
 	ss := make([]*driver.Session, sessions)
 	for i := range ss {
-		s, err := driver.Open(ctx, client, url, version)
+		s, err := driver.Open(ctx, client, urls[i%len(urls)], version)
 		if err != nil {
 			return nil, fmt.Errorf("session %d: %w", i, err)
 		}
 		ss[i] = s
 	}
-	res := &loadResult{hist: map[string]*driver.Hist{}, all: driver.NewHist(), acked: make([]int64, spaces)}
+	res := &loadResult{hist: map[string]*driver.Hist{}, all: driver.NewHist(), acked: make([]int64, spaces), otherUS: map[string]float64{}}
 	var mu sync.Mutex
 	var errs, tooMany, ops atomic.Int64
 	acked := make([]atomic.Int64, spaces)
 	deadline := time.Now().Add(d)
-	u0, _ := measure.ReadUsage(strconv.Itoa(pid))
+	usage := func() (u measure.Usage) {
+		for _, pid := range pids {
+			x, _ := measure.ReadUsage(strconv.Itoa(pid))
+			u.CPU += x.CPU
+			u.HWMKB = max(u.HWMKB, x.HWMKB)
+		}
+		return u
+	}
+	others := func() map[string]time.Duration {
+		m := map[string]time.Duration{}
+		for k, f := range other {
+			m[k] = f()
+		}
+		return m
+	}
+	u0, o0 := usage(), others()
 	c0, _ := measure.ReadUsage("self")
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -189,7 +214,7 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	u1, _ := measure.ReadUsage(strconv.Itoa(pid))
+	u1, o1 := usage(), others()
 	c1, _ := measure.ReadUsage("self")
 	for _, s := range ss {
 		s.Close(ctx)
@@ -199,6 +224,9 @@ func load(url, version string, sessions int, d time.Duration, maxOps int, spaces
 	if res.ops > 0 {
 		res.cpuUS = measure.US(u1.CPU-u0.CPU) / float64(res.ops)
 		res.clientCPUUS = measure.US(c1.CPU-c0.CPU) / float64(res.ops)
+		for k := range o1 {
+			res.otherUS[k] = measure.US(o1[k]-o0[k]) / float64(res.ops)
+		}
 	}
 	res.hwmKB = u1.HWMKB
 	for i := range acked {

@@ -13,13 +13,16 @@
 //	go run . suite                                  # every scenario (~25 min)
 //	go run . suite -scenarios S4,slowloris          # the HTTP gateway figures
 //	go run . suite -scenarios S4base -baseline OLD  # S4's mix against an earlier build, interleaved
+//	go run . suite -scenarios replicas              # S4's mix over PostgreSQL (-postgres DSN)
 //	go run . suite -smoke                           # memgate only, < 60 s
 //	go run . suite -plots ../docs/plots             # also draw the PNG plots
 //
 // Scenarios: S1 sequential ingest, S2 bulk ingest, S3 recall latency and
 // quality, S4 64 HTTP sessions (the gateway load figure), S5 namespace
 // churn over HTTP, S6 cold start, S7 footprint, S8 correctness under load,
-// slowloris (half-open connections against --max-connections).
+// slowloris (half-open connections against --max-connections). Not in the
+// default list: replicas, S4's mix over PostgreSQL on one and two gateways
+// and the staleness between them (-postgres or MEMGATE_BENCH_POSTGRES_DSN).
 package suite
 
 import (
@@ -69,6 +72,14 @@ type config struct {
 	serverEnv   string
 	profileNext bool   // the next memgate stdio server writes the recall profile
 	goSDKPeer   string // the go-sdk memory example, built from the module cache
+	// The replicas scenario: the admin DSN of a PostgreSQL server, the
+	// --replica-staleness values whose staleness it measures (the first
+	// one also serves the load), the samples of each, and whether the
+	// gateways are pinned to a core each.
+	postgres     string
+	staleness    string
+	staleSamples int
+	pin          bool
 }
 
 // Main runs the harness with the command-line arguments args (after the
@@ -95,10 +106,14 @@ func Main(args []string) error {
 	fs.IntVar(&c.spaces, "namespaces", 10, "S4 namespaces")
 	fs.IntVar(&c.perSpace, "memories", 10000, "S4 memories per namespace")
 	fs.DurationVar(&c.timeout, "timeout", 0, "fail if the run takes longer (0: none; 60s with -smoke)")
-	fs.StringVar(&c.profile, "cpuprofile", "", "write CPU profiles of memgate: FILE.recall (S3, the recall round at the largest N) and FILE.http (the HTTP scenarios)")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write CPU profiles of memgate: FILE.recall (S3, the recall round at the largest N), FILE.http (the HTTP scenarios), FILE.replica-one and FILE.replica-two (replicas: a replica through the last round's load alone, the other through the last round's load on two)")
 	fs.IntVar(&c.searchLimit, "search-limit", 0, "diagnosis: the limit of the HTTP scenarios' searches (0: the server's default, 10)")
 	fs.StringVar(&c.serverEnv, "server-env", "", "diagnosis: extra environment of memgate's HTTP server, as K=V,K=V (e.g. GOGC=400)")
 	fs.BoolVar(&c.memgateOnly, "memgate-only", false, "leave the peers out even when they are installed")
+	fs.StringVar(&c.postgres, "postgres", "", "replicas: the admin DSN of a PostgreSQL server to make a database on (default $MEMGATE_BENCH_POSTGRES_DSN; scripts/postgres.sh start prints one)")
+	fs.StringVar(&c.staleness, "replica-staleness", "1s,200ms", "replicas: the --replica-staleness values to measure the staleness at, comma-separated; the first also serves the load")
+	fs.IntVar(&c.staleSamples, "staleness-samples", 300, "replicas: staleness samples at each value (0: no staleness figures)")
+	fs.BoolVar(&c.pin, "pin-gateways", false, "replicas: pin the bbolt gateway and replica A to core 0 and replica B to core 1 (taskset)")
 	memgateN := fs.String("memgate-n", "1000,5000,15000,100000", "S3 checkpoints for memgate")
 	aidevN := fs.String("aidevkit-n", "1000,15000,100000", "S3 checkpoints for @ai-devkit/memory")
 	libsqlN := fs.String("libsql-n", "1000,15000", "S3 checkpoints for mcp-memory-libsql")
@@ -227,6 +242,7 @@ func run(c *config, out io.Writer) error {
 	}{
 		{"s1", (*env).s1}, {"s3", (*env).s3}, {"s6", (*env).s6}, {"s2", (*env).s2},
 		{"s4", (*env).s4}, {"s4base", (*env).s4base}, {"s5", (*env).s5}, {"s8", (*env).s8}, {"slowloris", (*env).slowloris}, {"s7", (*env).s7},
+		{"replicas", (*env).replicas},
 	}
 	for _, s := range steps {
 		if !want[s.name] {
@@ -299,7 +315,7 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args
 func build(c *config, dir string) error {
 	type target struct{ out, pkg, in string }
 	var targets []target
-	if !c.smoke && !c.memgateOnly {
+	if !c.smoke && !c.memgateOnly && c.wants("s4") {
 		c.goSDKPeer = filepath.Join(dir, "go-sdk-memory")
 		targets = append(targets, target{c.goSDKPeer, goSDKMemory, ""})
 	}
@@ -324,6 +340,16 @@ func build(c *config, dir string) error {
 		}
 	}
 	return nil
+}
+
+// wants reports whether the run includes scenario name.
+func (c *config) wants(name string) bool {
+	for s := range strings.SplitSeq(c.scenarios, ",") {
+		if strings.EqualFold(strings.TrimSpace(s), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // memgateRoot is the folder of memgate's module, which the bench module
