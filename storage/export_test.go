@@ -7,3 +7,11 @@ func SetMaxImportEntry(n int64) func() {
 	maxImportEntry = n
 	return func() { maxImportEntry = old }
 }
+
+// SetCompactBytes sets how many bytes of entries a replica logs before it
+// sends a snapshot, and returns what puts it back.
+func SetCompactBytes(n int64) func() {
+	old := compactBytes
+	compactBytes = n
+	return func() { compactBytes = old }
+}

@@ -101,8 +101,14 @@ const DefaultStaleness = time.Second
 // the log, once the call that asked for it no longer can (see replicate).
 const logTimeout = 30 * time.Second
 
-// DefaultCompactEvery is the default of Options.CompactEvery.
+// DefaultCompactEvery is the default of Options.CompactEvery: entries
+// between snapshots (or fewer, holding compactBytes).
 const DefaultCompactEvery = 10000
+
+// compactBytes is how many bytes of entries a replica logs before it sends
+// a snapshot however few they are: a large import replays slower than its
+// replica's file travels.
+var compactBytes int64 = 16 << 20
 
 // maxSnapshotBytes bounds a snapshot (PostgreSQL's bytea holds 1 GiB): a
 // larger replica is not snapshotted, and its log keeps every entry.
@@ -133,6 +139,7 @@ type replica struct {
 	seal       *encSealer // the entries' sealer; nil for plain entries or until known
 	snapshot   uint64     // the latest snapshot's sequence that this replica knows of
 	tried      uint64     // the sequence of this replica's last snapshot, sent or not
+	written    int64      // bytes of the entries this replica logged since it last tried
 	compacting bool       // a snapshot of this replica is on its way to the log
 	every      uint64     // entries between snapshots
 
@@ -234,7 +241,7 @@ func (s *Store) compact() {
 	const op = "storage.compact"
 	r := s.repl
 	seq, epoch := r.applied, r.epoch
-	r.tried = seq
+	r.tried, r.written = seq, 0
 	file, err := s.snapshotFile(epoch, seq)
 	switch {
 	case err != nil:
@@ -401,7 +408,8 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 		}
 		if err == nil {
 			r.applied = seq
-			if !r.compacting && r.applied >= max(r.snapshot, r.tried)+r.every {
+			r.written += int64(len(plain))
+			if !r.compacting && (r.applied >= max(r.snapshot, r.tried)+r.every || r.written >= compactBytes) {
 				s.compact()
 			}
 			return werr

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -78,5 +79,43 @@ func TestCancelledCatchUpSkipsNothing(t *testing.T) {
 	}
 	if st, err := b.Stats(ctx); err != nil || st.Count != 200 {
 		t.Fatalf("after a cancelled catch-up: %+v %v", st, err)
+	}
+}
+
+// An import larger than the bytes a replica logs between snapshots is
+// followed by a snapshot however few entries it made: a new replica starts
+// from the file, not from the import.
+func TestLargeImportIsSnapshotted(t *testing.T) {
+	defer storage.SetCompactBytes(4 << 10)()
+	ctx := context.Background()
+	logs := storetest.NewMemLogs()
+	a := replica(t, logs, "team", storage.Options{})
+	var b bytes.Buffer
+	for i := range 100 {
+		fmt.Fprintf(&b, `{"id":"m%d","text":"imported memory number %d"}`+"\n", i, i)
+	}
+	if _, err := a.Import(ctx, &b, storage.ImportSkip); err != nil {
+		t.Fatal(err)
+	}
+	log := logs.Log("team")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if st, _ := log.Head(ctx); st.Snapshot == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no snapshot after a large import: %+v", st)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "memgate.db")
+	if ok, err := storage.WriteSnapshot(ctx, log, path); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	served := logs.Served("team")
+	c, err := storage.Open(path, storage.Options{NoSync: true, Log: log, Binding: "team", Staleness: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Stats(ctx); err != nil || st.Count != 100 || logs.Served("team") != served {
+		t.Fatalf("a replica from the snapshot: %+v %v, %d entries read", st, err, logs.Served("team")-served)
 	}
 }
