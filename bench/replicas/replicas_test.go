@@ -153,6 +153,30 @@ func TestReplicaFigures(t *testing.T) {
 	t.Logf("the same replica closed cleanly and opened again: open + first search %v (nothing replayed)", time.Since(began).Round(time.Microsecond))
 	defer reader.Close()
 
+	// A new replica as memgate serve starts one: from the log's snapshot
+	// (the import's entry, over 16 MiB, made the writer send one).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if st, err := db.Log("corpus").Head(ctx); err == nil && st.Snapshot > 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no snapshot: %+v %v", st, err)
+		}
+	}
+	began = time.Now()
+	snapPath := filepath.Join(dir, "from-snapshot", storage.FileName)
+	if _, err := storage.WriteSnapshot(ctx, db.Log("corpus"), snapPath); err != nil {
+		t.Fatal(err)
+	}
+	fetched := time.Since(began)
+	fromSnap := open(t, snapPath, replicaOptions(db, "corpus"))
+	if _, err := fromSnap.Search(ctx, memgate.Query{Text: "automobile"}); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(snapPath)
+	t.Logf("a new replica from the snapshot: fetch %v (%.1f MB), fetch + open + first search %v",
+		fetched.Round(time.Millisecond), float64(fi.Size())/1e6, time.Since(began).Round(time.Millisecond))
+	fromSnap.Close()
+
 	// Recall: the same queries on both, in turns, three rounds (the first
 	// two warm the caches); the last is reported.
 	const perClass = 1000
