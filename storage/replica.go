@@ -143,9 +143,6 @@ type replica struct {
 	compacting bool       // a snapshot of this replica is on its way to the log
 	every      uint64     // entries between snapshots
 
-	stop    context.CancelFunc // ends the snapshot on its way, at Close
-	sending sync.WaitGroup
-
 	down   atomic.Bool // the log could not be reached, and has not been since
 	badLog atomic.Bool // an entry of the log could not be applied
 
@@ -229,7 +226,7 @@ func newReplica(opts Options) *replica {
 	if every <= 0 {
 		every = DefaultCompactEvery
 	}
-	return &replica{log: opts.Log, staleness: st, every: uint64(every), stop: func() {}}
+	return &replica{log: opts.Log, staleness: st, every: uint64(every)}
 }
 
 // compact sends the log a snapshot of this replica — a copy of its file,
@@ -251,9 +248,11 @@ func (s *Store) compact() {
 		s.log.Warn("a replica is too large for a snapshot; the log keeps its entries", "op", op, "bytes", len(file))
 		return
 	}
+	// The snapshot outlives the store's Close (an eviction, a shutdown): it
+	// is of the log, and the log's connections close after the stores.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	r.compacting, r.stop = true, cancel
-	r.sending.Go(func() {
+	r.compacting = true
+	go func() {
 		defer cancel()
 		err := r.log.Compact(ctx, epoch, seq, file)
 		r.mu.Lock()
@@ -263,9 +262,10 @@ func (s *Store) compact() {
 		}
 		r.mu.Unlock()
 		if err != nil {
-			s.log.Warn("a snapshot of a replica could not be kept; the log keeps its entries", "op", op, "error", err)
+			s.log.Warn("a snapshot of a replica could not be kept; the log keeps its entries", "op", op,
+				"namespace", s.opts.Binding, "error", err)
 		}
-	})
+	}()
 }
 
 // snapshotFile returns a copy of the store's file that records its place
@@ -721,10 +721,6 @@ func (s *Store) openReplica() error {
 // the file synced to disk, so that the next Open goes on from there.
 func (s *Store) closeReplica() {
 	r := s.repl
-	r.mu.Lock()
-	r.stop()
-	r.mu.Unlock()
-	r.sending.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.damaged.Load() || s.db.IsReadOnly() {
