@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,46 +120,6 @@ func TestScoresAreBboltScores(t *testing.T) {
 	}
 }
 
-// Two replicas racing to replace one memory with the version they read:
-// exactly one wins each round, and both then hold the winner's text.
-func TestCompareAndSetAcrossReplicas(t *testing.T) {
-	db, _ := testDB(t)
-	ctx := context.Background()
-	ns := newNamespace()
-	rs := []*storage.Store{replicaOf(t, db, ns, storage.Options{}), replicaOf(t, db, ns, storage.Options{})}
-	m, err := rs[0].Write(ctx, memgate.Write{ID: "k", Text: "round 0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := m.Memory.Version
-	for round := 1; round <= 20; round++ {
-		var wins atomic.Int32
-		var wg sync.WaitGroup
-		for i, r := range rs {
-			wg.Go(func() {
-				_, err := r.Write(ctx, memgate.Write{ID: "k", Text: fmt.Sprintf("round %d by %d", round, i), IfVersion: &v})
-				switch memgate.ErrorCode(err) {
-				case "":
-					wins.Add(1)
-				case memgate.CodeVersionConflict:
-				default:
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
-		if wins.Load() != 1 {
-			t.Fatalf("round %d: %d winners", round, wins.Load())
-		}
-		m0, err0 := rs[0].Get(ctx, "k")
-		m1, err1 := rs[1].Get(ctx, "k")
-		if err0 != nil || err1 != nil || m0.Text != m1.Text || m0.Version != m1.Version || m0.Version == v {
-			t.Fatalf("round %d: %v %v / %v %v", round, m0, err0, m1, err1)
-		}
-		v = m0.Version
-	}
-}
-
 // Under encryption the database holds no plaintext: a byte scan of
 // pg_dump finds none of a memory's text, title, tags, metadata, id or
 // terms.
@@ -168,15 +127,11 @@ func TestDatabaseHoldsNoPlaintext(t *testing.T) {
 	db, dsn := testDB(t)
 	ctx := context.Background()
 	ns := newNamespace()
-	enc, err := storage.NewEncryption("correct horse battery staple")
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc.KDF = storage.KDFParams{Time: 1, Memory: 64, Threads: 1}
+	enc := encryption(t, "correct horse battery staple")
 	o := storage.Options{Encryption: enc}
 	a, b := replicaOf(t, db, ns, o), replicaOf(t, db, ns, o)
 	secrets := []string{"zanzibarquokka", "Xylophonetitle", "tagmarmalade", "metakumquat", "idpterodactyl", "sourceokapi"}
-	_, err = a.Write(ctx, memgate.Write{ID: secrets[4], Text: "the " + secrets[0] + " sleeps", Title: secrets[1],
+	_, err := a.Write(ctx, memgate.Write{ID: secrets[4], Text: "the " + secrets[0] + " sleeps", Title: secrets[1],
 		Tags: []string{secrets[2]}, Metadata: map[string]any{"k": secrets[3]},
 		Source: &memgate.Source{Kind: "url", Reference: "https://example.com/" + secrets[5], Actor: "agent"}})
 	if err != nil {
@@ -197,8 +152,7 @@ func TestDatabaseHoldsNoPlaintext(t *testing.T) {
 		}
 	}
 	// A wrong passphrase opens no replica of it.
-	wrong, _ := storage.NewEncryption("another passphrase entirely")
-	wrong.KDF = enc.KDF
+	wrong := encryption(t, "another passphrase entirely")
 	c := replicaOf(t, db, ns, storage.Options{Encryption: wrong})
 	if _, err := c.Get(ctx, secrets[4]); err == nil {
 		t.Fatal("a replica with the wrong passphrase read a memory")
@@ -207,6 +161,17 @@ func TestDatabaseHoldsNoPlaintext(t *testing.T) {
 	if _, err := replicaOf(t, db, ns, storage.Options{}).Get(ctx, secrets[4]); err == nil {
 		t.Fatal("a plain replica read an encrypted namespace")
 	}
+}
+
+// encryption is passphrase's, at a test's low cost.
+func encryption(t *testing.T, passphrase string) *storage.Encryption {
+	t.Helper()
+	enc, err := storage.NewEncryption(passphrase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.KDF = storage.KDFParams{Time: 1, Memory: 64, Threads: 1}
+	return enc
 }
 
 // pgDump returns pg_dump's output for the test database.
@@ -237,18 +202,14 @@ func TestSnapshotsOverPostgres(t *testing.T) {
 	db, dsn := testDB(t)
 	ctx := context.Background()
 	ns := newNamespace()
-	enc, err := storage.NewEncryption("correct horse battery staple")
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc.KDF = storage.KDFParams{Time: 1, Memory: 64, Threads: 1}
-	o := storage.Options{Encryption: enc, CompactEvery: 5}
+	o := storage.Options{Encryption: encryption(t, "correct horse battery staple"), CompactEvery: 5}
 	a := replicaOf(t, db, ns, o)
 	log := db.Log(ns)
 	// Snapshots travel on their own: write until a second one is in.
 	var (
 		st      storage.LogState
 		written int
+		err     error
 	)
 	for ; written < 500 && st.Snapshot < 15; written++ {
 		if _, err := a.Write(ctx, memgate.Write{ID: fmt.Sprint("id", written), Text: fmt.Sprint("the wombatsecret number ", written)}); err != nil {
