@@ -19,7 +19,11 @@ import (
 // password), which any number of memgate processes serve at once; the data
 // folder then holds only this process's replicas (see docs/SCALING.md).
 type backendFlags struct {
-	Store            string        `name:"store" default:"bbolt" placeholder:"bbolt|postgres" help:"Where the namespaces live: bbolt (a file per namespace in --data-dir) or postgres (the database of the MEMGATE_POSTGRES_DSN variable, which several memgate processes may serve at once)."`
+	Store string `name:"store" default:"bbolt" placeholder:"bbolt|postgres" help:"Where the namespaces live: bbolt (files in --data-dir) or postgres (the database in MEMGATE_POSTGRES_DSN)."`
+}
+
+// replicaFlags are serve's settings of --store postgres.
+type replicaFlags struct {
 	ReplicaStaleness time.Duration `name:"replica-staleness" default:"1s" placeholder:"DURATION" help:"With --store postgres: how old this process's view of a namespace may be when a read starts; a write acknowledged by any process is seen within it."`
 	Migrate          bool          `name:"migrate" help:"With --store postgres: bring the database's schema to this memgate's before starting (memgate migrate does it alone)."`
 }
@@ -38,14 +42,14 @@ const (
 const maxStaleness = time.Hour
 
 func (f *backendFlags) validate(bad badFunc) {
-	switch f.Store {
-	case storeBbolt:
-		if f.Migrate {
-			bad("migrate", "only --store postgres has a schema to migrate")
-		}
-	case storePostgres:
-	default:
+	if f.Store != storeBbolt && f.Store != storePostgres {
 		bad("store", "must be bbolt or postgres")
+	}
+}
+
+func (f *replicaFlags) validate(c *Config, bad badFunc) {
+	if f.Migrate && c.Store != storePostgres {
+		bad("migrate", "only --store postgres has a schema to migrate")
 	}
 	if f.ReplicaStaleness < time.Millisecond || f.ReplicaStaleness > maxStaleness {
 		bad("replica-staleness", "must be from 1ms to %s", maxStaleness)
@@ -64,7 +68,7 @@ func (a *app) openDatabase() (*postgres.DB, error) {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	defer cancel()
-	if a.cfg.Migrate {
+	if a.cfg.serveFlags.Replica.Migrate {
 		if err := a.migrate(ctx, dsn); err != nil {
 			return nil, err
 		}

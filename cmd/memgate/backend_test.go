@@ -23,8 +23,16 @@ func TestStorePostgresFromTheCommandLine(t *testing.T) {
 	mg(t, env{}, "", append([]string{"stats"}, pg...)...).fails(t, 2, "MEMGATE_POSTGRES_DSN is unset")
 	mg(t, env{"HOME": home}, "", "migrate").fails(t, 2, "MEMGATE_POSTGRES_DSN is unset")
 	mg(t, e, "", append([]string{"stats"}, pg...)...).fails(t, 1, "run memgate migrate, or start with --migrate")
-	mg(t, e, "", "stats", "--migrate", "--data-dir", t.TempDir()).fails(t, 2, "--migrate: only --store postgres")
-	mg(t, e, "", append([]string{"stats", "--replica-staleness", "0s"}, pg...)...).fails(t, 2, "--replica-staleness")
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--migrate"}, "--migrate: only --store postgres"},
+		{[]string{"--store", "postgres", "--replica-staleness", "0s"}, "--replica-staleness: must be from 1ms"},
+		{[]string{"--store", "sqlite"}, "--store: must be bbolt or postgres"},
+	} {
+		mg(t, e, "", append([]string{"serve", "--data-dir", t.TempDir()}, c.flags...)...).fails(t, 2, c.want)
+	}
 
 	if got := mg(t, e, "", "migrate").ok(t); got["from"] != 0.0 || got["schema"] != float64(postgres.SchemaVersion) {
 		t.Fatalf("first migrate: %v", got)

@@ -33,13 +33,13 @@ func helpFlags(t *testing.T, command ...string) map[string]bool {
 }
 
 func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
-	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env"}
+	store := []string{"data-dir", "log", "log-format", "namespace", "namespace-strategy", "project-dir", "encrypt", "passphrase-env", "store"}
 	lifecycle := []string{"max-memories", "max-namespace-bytes", "trash-retention"}
 	limits := []string{"max-memory-bytes", "max-response-bytes"}
 	server := append(append(append([]string{"disable-tool", "write-mode", "allow-secrets", "namespace-arg", "include-namespace"}, limits...), store...), lifecycle...)
 	serveOnly := []string{"transport", "max-stores", "store-idle-timeout", "sweep-interval", "bind", "allow-remote", "metrics", "metrics-bind", "max-sessions",
 		"shutdown-grace", "tokens-file", "jwt-issuer", "jwt-jwks-url", "oauth-issuer", "clock-skew", "public-url",
-		"read-scope", "namespace-claim", "namespace-from-subject"}
+		"read-scope", "namespace-claim", "namespace-from-subject", "replica-staleness", "migrate"}
 	join := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -72,6 +72,7 @@ func TestCommandHelpListsOnlyItsFlags(t *testing.T) {
 		{[]string{"rekey"}, []string{"data-dir", "log", "log-format", "namespace", "passphrase-env",
 			"new-passphrase-env", "from-plain", "from-namespace"}},
 		{[]string{"healthcheck"}, []string{"bind", "ready", "timeout"}},
+		{[]string{"migrate"}, []string{"data-dir", "log", "log-format"}},
 		{[]string{"version"}, nil},
 	} {
 		t.Run(strings.Join(tc.command, " "), func(t *testing.T) {

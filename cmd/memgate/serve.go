@@ -28,7 +28,8 @@ type serveFlags struct {
 	AuditLog         string        `name:"audit-log" placeholder:"PATH" help:"Append one JSON line per tool call and admin action (who, namespace, operation, outcome, duration; never content, ids, queries or tokens) to PATH (-: stderr); reopened on SIGHUP."`
 	SweepInterval    time.Duration `name:"sweep-interval" placeholder:"DURATION" help:"How often expired memories, and trash past --trash-retention, are deleted from the open stores (readers never see an expired memory meanwhile)."`
 
-	Embed embedderFlags `embed:"" group:"config"` // embedder.go
+	Embed   embedderFlags `embed:"" group:"config"` // embedder.go
+	Replica replicaFlags  `embed:"" group:"config"` // backend.go
 
 	HTTP httpFlags `embed:"" group:"http"` // http_flags.go
 	Auth authFlags `embed:"" group:"auth"` // auth_flags.go
@@ -42,6 +43,7 @@ func (f *serveFlags) AfterApply(c *Config) error {
 // validate reports the problems of serve's flags through bad.
 func (f *serveFlags) validate(c *Config, bad badFunc) {
 	f.Embed.validate(bad)
+	f.Replica.validate(c, bad)
 	switch f.Transport {
 	case "stdio", "http":
 	default:

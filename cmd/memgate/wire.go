@@ -80,7 +80,7 @@ func (a *app) openPool(project *tenants.ProjectBinding) (*tenants.Pool, error) {
 		}
 		a.closers = append(a.closers, db.Close)
 		shared = db
-		store.Staleness = a.cfg.ReplicaStaleness
+		store.Staleness = a.cfg.serveFlags.Replica.ReplicaStaleness
 		if !a.cfg.serves() {
 			// A command's replicas are its own, and go with it: a server
 			// may be using the data folder's.
