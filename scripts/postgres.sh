@@ -11,7 +11,7 @@
 #   dsn      prints that DSN if the server runs; fails otherwise
 #   restart  restarts it, fast, on the same port and folder
 #   stop     stops it, fast, and removes its folder
-#   install  installs Debian's postgresql if there is no PostgreSQL here,
+#   install  installs Debian's postgresql and pgbouncer if they are not here,
 #            under APTLOCK (never call it under that lock: it takes it)
 #   run CMD  runs CMD with MEMGATE_TEST_POSTGRES_DSN set: the caller's own if
 #            set, or the server that runs, or one started for CMD and
@@ -69,19 +69,25 @@ options() { echo "-c listen_addresses=127.0.0.1 -p $1 -k $base -c fsync=off -c m
 # another holder may install PostgreSQL (apt-early does, first) and then
 # hold on for other packages: it stops waiting once PostgreSQL is here.
 install_postgres() {
-	[ -n "$(bindir)" ] && return 0
+	installed && return 0
 	# Closed before anything starts a server, which would hold it for life.
 	exec 8>>"$aptlock"
 	if command -v flock >/dev/null 2>&1; then
 		until flock -n 8; do
-			[ -z "$(bindir)" ] || { exec 8>&-; return 0; }
+			installed && { exec 8>&-; return 0; }
 			sleep 1
 		done
 	fi
-	if [ -z "$(bindir)" ]; then
-		APT_INSTALL_FOR=$me "$(dirname "$0")/apt-install.sh" postgresql 8>&-
+	if ! installed; then
+		APT_INSTALL_FOR=$me "$(dirname "$0")/apt-install.sh" postgresql pgbouncer 8>&-
 	fi
 	exec 8>&-
+}
+
+# installed: PostgreSQL's binaries, and PgBouncer (the tests that run
+# memgate through it in transaction mode start their own).
+installed() {
+	[ -n "$(bindir)" ] && { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; }
 }
 
 # load reads the state file into base and port; it fails when there is none.

@@ -95,6 +95,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
+	noPreparedStatements(cfg.ConnConfig, dsn)
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// Each write to a namespace holds a connection for its transaction:
 		// pgxpool's default (the number of CPUs, at least 4) would queue
@@ -147,6 +148,7 @@ func Migrate(ctx context.Context, dsn string) (from int, err error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
+	noPreparedStatements(cfg, dsn)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return 0, err
@@ -181,6 +183,18 @@ func Migrate(ctx context.Context, dsn string) (from int, err error) {
 		return nil
 	})
 	return from, err
+}
+
+// noPreparedStatements makes cfg describe its statements without preparing
+// them under a name (pgx's default), unless the DSN says otherwise
+// (default_query_exec_mode): a named statement belongs to one server
+// session, which PgBouncer in transaction mode does not keep between
+// transactions. The descriptions are cached, so a statement still takes
+// one round trip.
+func noPreparedStatements(cfg *pgx.ConnConfig, dsn string) {
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
 }
 
 // Log returns the log of namespace ns.

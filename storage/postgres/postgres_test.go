@@ -254,3 +254,24 @@ func TestSnapshotsOverPostgres(t *testing.T) {
 		}
 	}
 }
+
+// Through PgBouncer in transaction mode, where a session's state does not
+// survive its transaction: the schema migrates and the contract holds on
+// two replicas taking turns.
+func TestContractThroughPgBouncer(t *testing.T) {
+	dsn := pgtest.Bouncer(t, pgtest.DSN(t))
+	ctx := context.Background()
+	if _, err := postgres.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.Run(t, func(t *testing.T, o storage.Options) storetest.Store {
+		ns := newNamespace()
+		o.CompactEvery = 7 // snapshots too
+		return storetest.Alternate(replicaOf(t, db, ns, o), replicaOf(t, db, ns, o))
+	})
+}
