@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -143,6 +144,9 @@ type replica struct {
 	compacting bool       // a snapshot of this replica is on its way to the log
 	every      uint64     // entries between snapshots
 
+	stop    context.CancelFunc // ends the snapshot on its way
+	sending sync.WaitGroup
+
 	down   atomic.Bool // the log could not be reached, and has not been since
 	badLog atomic.Bool // an entry of the log could not be applied
 
@@ -226,7 +230,7 @@ func newReplica(opts Options) *replica {
 	if every <= 0 {
 		every = DefaultCompactEvery
 	}
-	return &replica{log: opts.Log, staleness: st, every: uint64(every)}
+	return &replica{log: opts.Log, staleness: st, every: uint64(every), stop: func() {}}
 }
 
 // compact sends the log a snapshot of this replica — a copy of its file,
@@ -248,11 +252,10 @@ func (s *Store) compact() {
 		s.log.Warn("a replica is too large for a snapshot; the log keeps its entries", "op", op, "bytes", len(file))
 		return
 	}
-	// The snapshot outlives the store's Close (an eviction, a shutdown): it
-	// is of the log, and the log's connections close after the stores.
+	// A Close waits a moment for it (closeGrace), then ends it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	r.compacting = true
-	go func() {
+	r.compacting, r.stop = true, cancel
+	r.sending.Go(func() {
 		defer cancel()
 		err := r.log.Compact(ctx, epoch, seq, file)
 		r.mu.Lock()
@@ -265,8 +268,12 @@ func (s *Store) compact() {
 			s.log.Warn("a snapshot of a replica could not be kept; the log keeps its entries", "op", op,
 				"namespace", s.opts.Binding, "error", err)
 		}
-	}()
+	})
 }
+
+// closeGrace bounds how long a replica's Close waits for its snapshot on
+// the way before it ends it: the next writer sends another.
+const closeGrace = 2 * time.Second
 
 // snapshotFile returns a copy of the store's file that records its place
 // in the log (epoch, seq).
@@ -299,15 +306,62 @@ func (s *Store) snapshotFile(epoch int64, seq uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(f.Name())
+	file, err := os.ReadFile(f.Name())
+	if err != nil {
+		return nil, err
+	}
+	return sealSnapshot(file, epoch, seq), nil
 }
+
+// A snapshot in the log is the replica's file and a trailer: its epoch and
+// sequence, and the SHA-256 of the three, so that a snapshot damaged (or
+// moved between namespaces, or rows) in the database is refused, never
+// served. (Under --encrypt the file's values are sealed besides.)
+const snapshotTrailer = 8 + 8 + sha256.Size
+
+func sealSnapshot(file []byte, epoch int64, seq uint64) []byte {
+	out := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(file, uint64(epoch)), seq)
+	sum := sha256.Sum256(out)
+	return append(out, sum[:]...)
+}
+
+// openSnapshot returns the file of a snapshot found at seq in a log of
+// epoch, or ErrBadSnapshot.
+func openSnapshot(blob []byte, epoch int64, seq uint64) ([]byte, error) {
+	if len(blob) < snapshotTrailer {
+		return nil, ErrBadSnapshot
+	}
+	n := len(blob) - sha256.Size
+	sum := sha256.Sum256(blob[:n])
+	if !bytes.Equal(sum[:], blob[n:]) || int64(binary.BigEndian.Uint64(blob[n-16:])) != epoch ||
+		binary.BigEndian.Uint64(blob[n-8:]) != seq {
+		return nil, ErrBadSnapshot
+	}
+	return blob[:n-16], nil
+}
+
+// ErrBadSnapshot: the namespace's snapshot in the log is not the one its
+// log names (damaged, or altered there).
+var ErrBadSnapshot = errors.New("storage: the namespace's snapshot in the shared store is damaged or altered")
 
 // WriteSnapshot writes the latest snapshot of log, if any, to path (a
 // replica's file that is not there yet), whole or not at all, and reports
-// whether there was one.
+// whether there was one. A snapshot that is not the one the log names
+// fails with ErrBadSnapshot.
 func WriteSnapshot(ctx context.Context, log Log, path string) (bool, error) {
-	_, file, err := log.Snapshot(ctx)
-	if err != nil || file == nil {
+	st, err := log.Head(ctx)
+	if err != nil || st.Snapshot == 0 {
+		return false, err
+	}
+	seq, blob, err := log.Snapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	if blob == nil || seq < st.Snapshot {
+		return false, ErrBadSnapshot
+	}
+	file, err := openSnapshot(blob, st.Epoch, seq)
+	if err != nil {
 		return false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -556,6 +610,15 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 	return nil
 }
 
+// ReplicaPlace returns the epoch and sequence of the last entry of its log
+// that a replica holds.
+func (s *Store) ReplicaPlace() (epoch int64, seq uint64) {
+	r := s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch, r.applied
+}
+
 // LogDamaged reports whether the store is a replica that found an entry of
 // its log that cannot be applied: damage in the log, which a new replica
 // meets again.
@@ -721,6 +784,16 @@ func (s *Store) openReplica() error {
 // the file synced to disk, so that the next Open goes on from there.
 func (s *Store) closeReplica() {
 	r := s.repl
+	done := make(chan struct{})
+	go func() { r.sending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeGrace):
+		r.mu.Lock()
+		r.stop()
+		r.mu.Unlock()
+		<-done
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.damaged.Load() || s.db.IsReadOnly() {

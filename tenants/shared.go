@@ -34,41 +34,88 @@ type Shared interface {
 const ReplicasFolder = "replicas"
 
 // openReplica opens ns's replica at path (inside the stores folder),
-// starting from the log's snapshot when there is no file: a file that
-// cannot be trusted is removed and made again.
+// from the log's snapshot when there is no file or the file is behind the
+// snapshot. A file that cannot be opened is removed, so that the next open
+// (after the pool's pause) makes it again.
 func (p *Pool) openReplica(path string, ns memgate.Namespace, opts storage.Options) (*storage.Store, error) {
 	const op = "tenants.open"
-	opts.Log = p.opts.Shared.Log(ns)
+	log := p.opts.Shared.Log(ns)
+	opts.Log = log
 	// The file is a cache: a crash that loses its last commits loses
 	// nothing the log does not hold, and a file a crash left is never
 	// trusted (storage.ErrStaleReplica).
 	opts.NoSync = true
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
+	defer cancel()
+	remove := func() error {
+		if err := p.root.Remove(storeFileIn(ns)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return storage.StoreError(op, memgate.Internal(op, err))
+		}
+		return nil
+	}
 	fromSnapshot := func() error {
 		if _, err := p.root.Lstat(storeFileIn(ns)); !errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
-		defer cancel()
-		if _, err := storage.WriteSnapshot(ctx, opts.Log, path); err != nil {
-			return unavailable(op, err)
-		}
-		return nil
+		_, err := storage.WriteSnapshot(ctx, log, path)
+		return err
 	}
-	if err := fromSnapshot(); err != nil {
-		return nil, err
-	}
-	s, err := openStore(path, opts)
-	if errors.Is(err, storage.ErrStaleReplica) || errors.Is(err, storage.ErrDamaged) {
-		if rerr := p.root.Remove(storeFileIn(ns)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return nil, storage.StoreError(op, memgate.Internal(op, rerr))
-		}
-		if err := fromSnapshot(); err != nil {
-			return nil, err
-		}
+	var s *storage.Store
+	err := fromSnapshot()
+	if err == nil {
 		s, err = openStore(path, opts)
 	}
-	return s, err
+	if err == nil && behindSnapshot(ctx, s, log) {
+		s.Close()
+		if err = remove(); err == nil {
+			if err = fromSnapshot(); err == nil {
+				s, err = openStore(path, opts)
+			}
+		}
+	}
+	if errors.Is(err, storage.ErrStaleReplica) || errors.Is(err, storage.ErrDamaged) {
+		if err = remove(); err == nil {
+			if err = fromSnapshot(); err == nil {
+				s, err = openStore(path, opts)
+			}
+		}
+	}
+	if err == nil {
+		return s, nil
+	}
+	if memgate.ErrorCode(err) == memgate.CodeStoreLocked {
+		return nil, err
+	}
+	if rerr := remove(); rerr != nil {
+		p.log.Error("a replica's file that did not open could not be removed", "op", op, "namespace", string(ns), "error", rerr)
+	}
+	switch {
+	case errors.Is(err, storage.ErrWrongPassphrase), errors.Is(err, storage.ErrEncrypted), errors.Is(err, storage.ErrNotEncrypted):
+		return nil, err // this process's settings: its message says which
+	case errors.Is(err, storage.ErrBadSnapshot), errors.Is(err, storage.ErrOtherNamespace), errors.Is(err, storage.ErrDamaged):
+		p.log.Error("a namespace's snapshot in the shared store cannot be used", "op", op, "namespace", string(ns), "error", err)
+		return nil, errBadSnapshot
+	case memgate.ErrorCode(err) != "":
+		return nil, err
+	}
+	return nil, unavailable(op, err)
 }
+
+// behindSnapshot reports whether replica s holds fewer entries than the
+// log's snapshot (or another epoch's): the snapshot is the quicker way up.
+func behindSnapshot(ctx context.Context, s *storage.Store, log storage.Log) bool {
+	st, err := log.Head(ctx)
+	if err != nil || st.Snapshot == 0 {
+		return false
+	}
+	epoch, seq := s.ReplicaPlace()
+	return seq < st.Snapshot || epoch != 0 && epoch != st.Epoch
+}
+
+// errBadSnapshot answers, for a moment, the calls of a namespace whose
+// snapshot cannot be used.
+var errBadSnapshot = &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open",
+	Message: "this namespace's snapshot in the shared store is damaged or altered there; see the server's log"}
 
 // errBadLog answers, for a moment, the calls of a namespace whose log holds
 // an entry that cannot be applied: its replica is made again from the log

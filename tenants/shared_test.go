@@ -1,12 +1,15 @@
 package tenants
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/storage"
@@ -270,5 +273,75 @@ func TestSnapshotsKeepTheLogShort(t *testing.T) {
 	write(c, n, n+5)
 	if got, err := count(a); err != nil || got != int64(n+5) {
 		t.Fatalf("a: %d of %d, %v", got, n+5, err)
+	}
+}
+
+// A snapshot damaged in the database is refused, never served: that
+// namespace answers unavailable (for a moment, then tries again), and once
+// the snapshot is whole again it is served. A replica closed behind the
+// snapshot starts from it at its next open, without a failed call.
+func TestDamagedSnapshotIsRefused(t *testing.T) {
+	ctx := context.Background()
+	sh := newMemShared()
+	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1, CompactEvery: 10}, RetryOpenAfter: time.Millisecond}
+	a, b := newPool(t, opts), newPool(t, opts)
+	call := func(p *Pool, fn func(*storage.Store) error) error {
+		s, release, err := p.Lease(ctx, "team")
+		if err != nil {
+			return err
+		}
+		defer release()
+		return fn(s)
+	}
+	count := func(p *Pool) (int64, error) {
+		var n int64
+		err := call(p, func(s *storage.Store) error {
+			st, err := s.Stats(ctx)
+			n = st.Count
+			return err
+		})
+		return n, err
+	}
+	n := 0
+	write := func() {
+		t.Helper()
+		if err := call(a, func(s *storage.Store) error {
+			_, err := s.Write(ctx, memgate.Write{ID: fmt.Sprint("m", n), Text: fmt.Sprint("memory number ", n)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	for ; n < 3; write() {
+	}
+	if got, err := count(b); err != nil || got != 3 {
+		t.Fatalf("b: %d %v", got, err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n < 1000 && sh.Entries("team") > 25 || n < 45 {
+		write()
+	}
+	// b closed at 3, behind the snapshot: it starts from it.
+	b = newPool(t, opts)
+	if got, err := count(b); err != nil || got != int64(n) {
+		t.Fatalf("b after the snapshot: %d of %d, %v", got, n, err)
+	}
+	var good []byte
+	sh.TamperSnapshot("team", func(f []byte) []byte {
+		good = bytes.Clone(f)
+		f[len(f)/2] ^= 0xff
+		return f
+	})
+	c := newPool(t, opts)
+	if _, err := count(c); memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), "snapshot") {
+		t.Fatalf("a damaged snapshot: %v", err)
+	}
+	sh.TamperSnapshot("team", func([]byte) []byte { return good })
+	time.Sleep(5 * time.Millisecond) // past RetryOpenAfter
+	if got, err := count(c); err != nil || got != int64(n) {
+		t.Fatalf("the snapshot whole again: %d of %d, %v", got, n, err)
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -212,4 +213,13 @@ func (w *memWrite) Rollback() {
 		w.done = true
 		w.l.lock.Unlock()
 	}
+}
+
+// TamperSnapshot replaces ns's snapshot by what fn makes of it: damage in
+// the database.
+func (m *MemLogs) TamperSnapshot(ns string, fn func([]byte) []byte) {
+	l := m.Log(ns).(*memLog)
+	m.mu.Lock()
+	l.file = fn(bytes.Clone(l.file))
+	m.mu.Unlock()
 }
