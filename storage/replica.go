@@ -77,8 +77,9 @@ type LogWrite interface {
 	// State is the log's state when it was locked.
 	State() LogState
 	Read(ctx context.Context, after uint64, fn func(seq uint64, entry []byte) error) error
-	// Append adds entry at seq, the head's next.
-	Append(ctx context.Context, seq uint64, entry []byte) error
+	// Append adds entry at seq, the head's next, and makes chain the
+	// head's chain.
+	Append(ctx context.Context, seq uint64, entry, chain []byte) error
 	// Commit ends the write, keeping what was appended; Rollback ends it
 	// without (and does nothing after Commit).
 	Commit(ctx context.Context) error
@@ -93,6 +94,19 @@ type LogState struct {
 	Seq      uint64
 	Key      []byte
 	Snapshot uint64 // the sequence of the latest snapshot, 0 for none
+	// Chain is the log's history to its head: the SHA-256 of the chain
+	// before each entry and the entry (see chainOf). A replica whose own
+	// differs at the same sequence holds another history (a database
+	// restored to an earlier time and grown again since).
+	Chain []byte
+}
+
+// chainOf is the chain after entry, whose log's chain was before.
+func chainOf(before, entry []byte) []byte {
+	h := sha256.New()
+	h.Write(before)
+	h.Write(entry)
+	return h.Sum(nil)
 }
 
 // DefaultStaleness is the default of Options.Staleness (--replica-staleness).
@@ -137,6 +151,7 @@ type replica struct {
 	mu         sync.Mutex // one write or catch-up at a time, in log order
 	epoch      int64
 	applied    uint64
+	chain      []byte // the log's chain after applied
 	seal       *encSealer // the entries' sealer; nil for plain entries or until known
 	snapshot   uint64     // the latest snapshot's sequence that this replica knows of
 	tried      uint64     // the sequence of this replica's last snapshot, sent or not
@@ -241,9 +256,9 @@ func newReplica(opts Options) *replica {
 func (s *Store) compact() {
 	const op = "storage.compact"
 	r := s.repl
-	seq, epoch := r.applied, r.epoch
+	seq, epoch, chain := r.applied, r.epoch, r.chain
 	r.tried, r.written = seq, 0
-	file, err := s.snapshotFile(epoch, seq)
+	file, err := s.snapshotFile(epoch, seq, chain)
 	switch {
 	case err != nil:
 		s.log.Warn("a snapshot of a replica could not be made; the log keeps its entries", "op", op, "error", err)
@@ -277,7 +292,7 @@ const closeGrace = 2 * time.Second
 
 // snapshotFile returns a copy of the store's file that records its place
 // in the log (epoch, seq).
-func (s *Store) snapshotFile(epoch int64, seq uint64) ([]byte, error) {
+func (s *Store) snapshotFile(epoch int64, seq uint64, chain []byte) ([]byte, error) {
 	f, err := os.CreateTemp(filepath.Dir(s.path), ".memgate-snapshot-*")
 	if err != nil {
 		return nil, err
@@ -298,7 +313,7 @@ func (s *Store) snapshotFile(epoch int64, seq uint64) ([]byte, error) {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaReplica, binary.BigEndian.AppendUint64(u64(uint64(epoch)), seq))
+		return tx.Bucket(bucketMeta).Put(metaReplica, append(binary.BigEndian.AppendUint64(u64(uint64(epoch)), seq), chain...))
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -457,11 +472,13 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 	plain, err := json.Marshal(e)
 	if err == nil {
 		seq := r.applied + 1
-		if err = lw.Append(wctx, seq, r.sealEntry(seq, plain)); err == nil {
+		sealed := r.sealEntry(seq, plain)
+		chain := chainOf(r.chain, sealed)
+		if err = lw.Append(wctx, seq, sealed, chain); err == nil {
 			err = lw.Commit(wctx)
 		}
 		if err == nil {
-			r.applied = seq
+			r.applied, r.chain = seq, chain
 			r.written += int64(len(plain))
 			if !r.compacting && (r.applied >= max(r.snapshot, r.tried)+r.every || r.written >= compactBytes) {
 				s.compact()
@@ -560,7 +577,7 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 			Message: "the shared store went back in time (restored?); this replica is made again, retry"}
 	}
 	if st.Seq == r.applied {
-		return nil
+		return s.sameHistory(op, st)
 	}
 	r.snapshot = max(r.snapshot, st.Snapshot)
 	err := read(ctx, r.applied, func(seq uint64, sealed []byte) error {
@@ -574,6 +591,7 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 		if err != nil {
 			return err
 		}
+		chain := chainOf(r.chain, sealed)
 		var e entry
 		if err := json.Unmarshal(plain, &e); err != nil || len(e.Seed) != 32 || e.At <= 0 {
 			return fmt.Errorf("%w: an entry of the log does not decode", ErrDamaged)
@@ -586,11 +604,14 @@ func (s *Store) catchUpLog(ctx context.Context, op string, st LogState, read fun
 		if err := s.apply(actx, &e, func(ctx context.Context) error { return s.replay(ctx, &e) }); err != nil && !refusedAgain(err) {
 			return err
 		}
-		r.applied = seq
+		r.applied, r.chain = seq, chain
 		return cancelled(ctx) // between entries, a cancelled call stops
 	})
 	if err == nil && r.applied < st.Seq {
 		err = fmt.Errorf("%w: the log ends at %d before its head %d", ErrDamaged, r.applied, st.Seq)
+	}
+	if err == nil && r.applied == st.Seq {
+		return s.sameHistory(op, st)
 	}
 	switch {
 	case errors.Is(err, errBehindSnapshot):
@@ -623,6 +644,20 @@ func (s *Store) ReplicaPlace() (epoch int64, seq uint64) {
 // its log that cannot be applied: damage in the log, which a new replica
 // meets again.
 func (s *Store) LogDamaged() bool { return s.repl != nil && s.repl.badLog.Load() }
+
+// sameHistory checks that the replica, at the log's head st, holds the
+// log's history: a replica whose chain differs is made again.
+func (s *Store) sameHistory(op string, st LogState) error {
+	r := s.repl
+	if st.Chain == nil || bytes.Equal(st.Chain, r.chain) {
+		return nil
+	}
+	s.damaged.Store(true)
+	s.log.Error("a replica holds another history than its log (a database restored to an earlier time?); it is made again",
+		"op", op, "namespace", s.opts.Binding)
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: ErrStaleReplica,
+		Message: "the shared store went back in time (restored?); this replica is made again, retry"}
+}
 
 // errBehindSnapshot: the entries a replica lacks were dropped when a
 // snapshot took their place; the replica is made again from the snapshot.
@@ -771,11 +806,14 @@ func (s *Store) openReplica() error {
 			}
 			return nil
 		}
-		if len(v) != 16 {
+		if len(v) != 16 && len(v) != 16+sha256.Size {
 			return ErrStaleReplica
 		}
 		r.epoch = int64(binary.BigEndian.Uint64(v))
 		r.applied = binary.BigEndian.Uint64(v[8:])
+		if len(v) > 16 {
+			r.chain = bytes.Clone(v[16:])
+		}
 		return meta.Delete(metaReplica)
 	})
 }
@@ -799,7 +837,7 @@ func (s *Store) closeReplica() {
 	if s.damaged.Load() || s.db.IsReadOnly() {
 		return
 	}
-	v := binary.BigEndian.AppendUint64(u64(uint64(r.epoch)), r.applied)
+	v := append(binary.BigEndian.AppendUint64(u64(uint64(r.epoch)), r.applied), r.chain...)
 	s.db.NoSync = false
 	err := s.writeTx("storage.Close", func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(metaReplica, v)

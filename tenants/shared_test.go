@@ -345,3 +345,54 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 		t.Fatalf("the snapshot whole again: %d of %d, %v", got, n, err)
 	}
 }
+
+// A database restored to an earlier time and grown again since holds
+// another history than a replica that saw the lost writes: the replica
+// tells by the log's chain, answers one call unavailable, and is made
+// again from the log's history.
+func TestReplicaOfAnotherHistoryIsMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	sh := newMemShared()
+	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1}}
+	a, b := newPool(t, opts), newPool(t, opts)
+	call := func(p *Pool, fn func(*storage.Store) error) error {
+		s, release, err := p.Lease(ctx, "team")
+		if err != nil {
+			return err
+		}
+		defer release()
+		return fn(s)
+	}
+	write := func(p *Pool, id string) {
+		t.Helper()
+		if err := call(p, func(s *storage.Store) error {
+			_, err := s.Write(ctx, memgate.Write{ID: id, Text: "memory " + id})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(p *Pool, id string) error {
+		return call(p, func(s *storage.Store) error { _, err := s.Get(ctx, id); return err })
+	}
+	for _, id := range []string{"x1", "x2", "x3", "x4", "x5"} {
+		write(a, id)
+	}
+	if err := get(b, "x5"); err != nil {
+		t.Fatal(err)
+	}
+	sh.Truncate("team", 3)
+	c := newPool(t, opts)
+	for _, id := range []string{"y4", "y5", "y6", "y7", "y8"} {
+		write(c, id)
+	}
+	if err := get(b, "y6"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("a replica of another history: %v", err)
+	}
+	if err := get(b, "y6"); err != nil {
+		t.Fatalf("made again: %v", err)
+	}
+	if err := get(b, "x5"); memgate.ErrorCode(err) != memgate.CodeNotFound {
+		t.Fatalf("a write of the lost history: %v", err)
+	}
+}

@@ -252,7 +252,7 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const headSQL = `SELECT epoch, head, key, snapshot FROM memgate_namespaces WHERE namespace = $1`
+const headSQL = `SELECT epoch, head, key, snapshot, chain FROM memgate_namespaces WHERE namespace = $1`
 
 func head(ctx context.Context, q querier, ns, lock string) (storage.LogState, error) {
 	return scanHead(q.QueryRow(ctx, headSQL+lock, ns))
@@ -262,7 +262,7 @@ func head(ctx context.Context, q querier, ns, lock string) (storage.LogState, er
 func scanHead(row pgx.Row) (storage.LogState, error) {
 	var st storage.LogState
 	var seq, snap int64
-	err := row.Scan(&st.Epoch, &seq, &st.Key, &snap)
+	err := row.Scan(&st.Epoch, &seq, &st.Key, &snap, &st.Chain)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.LogState{}, nil
 	}
@@ -395,10 +395,10 @@ func (w *logWrite) Read(ctx context.Context, after uint64, fn func(uint64, []byt
 	return read(ctx, w.tx, w.ns, after, fn)
 }
 
-func (w *logWrite) Append(ctx context.Context, seq uint64, entry []byte) error {
+func (w *logWrite) Append(ctx context.Context, seq uint64, entry, chain []byte) error {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO memgate_log (namespace, seq, entry) VALUES ($1, $2, $3)`, w.ns, int64(seq), entry)
-	b.Queue(`UPDATE memgate_namespaces SET head = $2 WHERE namespace = $1`, w.ns, int64(seq))
+	b.Queue(`UPDATE memgate_namespaces SET head = $2, chain = $3 WHERE namespace = $1`, w.ns, int64(seq), chain)
 	return w.tx.SendBatch(ctx, b).Close()
 }
 

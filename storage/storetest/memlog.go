@@ -28,6 +28,7 @@ type memLog struct {
 	epoch   int64
 	key     []byte
 	entries map[uint64][]byte // by sequence: a snapshot drops the first
+	chains  map[uint64][]byte // the chain at each sequence
 	head    uint64
 	snap    uint64
 	file    []byte
@@ -40,7 +41,7 @@ func (m *MemLogs) Log(ns string) storage.Log {
 	defer m.mu.Unlock()
 	l := m.logs[ns]
 	if l == nil {
-		l = &memLog{m: m, entries: map[uint64][]byte{}}
+		l = &memLog{m: m, entries: map[uint64][]byte{}, chains: map[uint64][]byte{}}
 		m.logs[ns] = l
 	}
 	return l
@@ -61,7 +62,7 @@ func (m *MemLogs) Erase(ns string) {
 	defer l.lock.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l.epoch, l.key, l.entries, l.head, l.snap, l.file = 0, nil, map[uint64][]byte{}, 0, 0, nil
+	l.epoch, l.key, l.entries, l.chains, l.head, l.snap, l.file = 0, nil, map[uint64][]byte{}, map[uint64][]byte{}, 0, 0, nil
 }
 
 // FailNextAppend makes the next append of any log fail.
@@ -104,7 +105,7 @@ func (m *MemLogs) Served(ns string) int {
 func (l *memLog) state() storage.LogState {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
-	return storage.LogState{Epoch: l.epoch, Seq: l.head, Key: l.key, Snapshot: l.snap}
+	return storage.LogState{Epoch: l.epoch, Seq: l.head, Key: l.key, Snapshot: l.snap, Chain: l.chains[l.head]}
 }
 
 func (l *memLog) Snapshot(context.Context) (uint64, []byte, error) {
@@ -174,6 +175,7 @@ type memWrite struct {
 	l       *memLog
 	st      storage.LogState
 	pending [][]byte
+	chains  [][]byte
 	done    bool
 }
 
@@ -183,7 +185,7 @@ func (w *memWrite) Read(ctx context.Context, after uint64, fn func(uint64, []byt
 	return w.l.Read(ctx, after, fn)
 }
 
-func (w *memWrite) Append(_ context.Context, seq uint64, entry []byte) error {
+func (w *memWrite) Append(_ context.Context, seq uint64, entry, chain []byte) error {
 	w.l.m.mu.Lock()
 	defer w.l.m.mu.Unlock()
 	if w.l.m.failAppend {
@@ -193,15 +195,15 @@ func (w *memWrite) Append(_ context.Context, seq uint64, entry []byte) error {
 	if seq != w.st.Seq+uint64(len(w.pending))+1 {
 		return errors.New("storetest: an append out of order")
 	}
-	w.pending = append(w.pending, entry)
+	w.pending, w.chains = append(w.pending, entry), append(w.chains, chain)
 	return nil
 }
 
 func (w *memWrite) Commit(context.Context) error {
 	w.l.m.mu.Lock()
-	for _, e := range w.pending {
+	for i, e := range w.pending {
 		w.l.head++
-		w.l.entries[w.l.head] = e
+		w.l.entries[w.l.head], w.l.chains[w.l.head] = e, w.chains[i]
 	}
 	w.l.m.mu.Unlock()
 	w.Rollback()
