@@ -151,7 +151,7 @@ type replica struct {
 	mu         sync.Mutex // one write or catch-up at a time, in log order
 	epoch      int64
 	applied    uint64
-	chain      []byte // the log's chain after applied
+	chain      []byte     // the log's chain after applied
 	seal       *encSealer // the entries' sealer; nil for plain entries or until known
 	snapshot   uint64     // the latest snapshot's sequence that this replica knows of
 	tried      uint64     // the sequence of this replica's last snapshot, sent or not
