@@ -212,18 +212,10 @@ func TestSnapshotsKeepTheLogShort(t *testing.T) {
 	sh := newMemShared()
 	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1, CompactEvery: 10}}
 	a, b := newPool(t, opts), newPool(t, opts)
-	call := func(p *Pool, fn func(*storage.Store) error) error {
-		s, release, err := p.Lease(ctx, "team")
-		if err != nil {
-			return err
-		}
-		defer release()
-		return fn(s)
-	}
 	write := func(p *Pool, from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
-			if err := call(p, func(s *storage.Store) error {
+			if err := onTeam(p, func(s *storage.Store) error {
 				_, err := s.Write(ctx, memgate.Write{ID: fmt.Sprint("m", i), Text: fmt.Sprint("memory number ", i)})
 				return err
 			}); err != nil {
@@ -231,17 +223,8 @@ func TestSnapshotsKeepTheLogShort(t *testing.T) {
 			}
 		}
 	}
-	count := func(p *Pool) (int64, error) {
-		var n int64
-		err := call(p, func(s *storage.Store) error {
-			st, err := s.Stats(ctx)
-			n = st.Count
-			return err
-		})
-		return n, err
-	}
 	write(a, 0, 5)
-	if n, err := count(b); err != nil || n != 5 {
+	if n, err := countTeam(b); err != nil || n != 5 {
 		t.Fatalf("b: %d %v", n, err)
 	}
 	// Snapshots travel on their own goroutine: write until the log is
@@ -255,23 +238,23 @@ func TestSnapshotsKeepTheLogShort(t *testing.T) {
 	}
 	// b was at 5, behind every entry the log still has: one call says so,
 	// the next is served by a replica made from the snapshot.
-	if _, err := count(b); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+	if _, err := countTeam(b); memgate.ErrorCode(err) != memgate.CodeUnavailable {
 		t.Fatalf("a replica behind the snapshot: %v", err)
 	}
-	if got, err := count(b); err != nil || got != int64(n) {
+	if got, err := countTeam(b); err != nil || got != int64(n) {
 		t.Fatalf("b made again: %d of %d, %v", got, n, err)
 	}
 	// A new process starts from the snapshot, reading few entries.
 	served := sh.Served("team")
 	c := newPool(t, opts)
-	if got, err := count(c); err != nil || got != int64(n) {
+	if got, err := countTeam(c); err != nil || got != int64(n) {
 		t.Fatalf("c: %d of %d, %v", got, n, err)
 	}
 	if read := sh.Served("team") - served; read > 25 { // at most the entries the log keeps
 		t.Fatalf("a new replica read %d entries, not the snapshot", read)
 	}
 	write(c, n, n+5)
-	if got, err := count(a); err != nil || got != int64(n+5) {
+	if got, err := countTeam(a); err != nil || got != int64(n+5) {
 		t.Fatalf("a: %d of %d, %v", got, n+5, err)
 	}
 }
@@ -285,27 +268,10 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 	sh := newMemShared()
 	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1, CompactEvery: 10}, RetryOpenAfter: time.Millisecond}
 	a, b := newPool(t, opts), newPool(t, opts)
-	call := func(p *Pool, fn func(*storage.Store) error) error {
-		s, release, err := p.Lease(ctx, "team")
-		if err != nil {
-			return err
-		}
-		defer release()
-		return fn(s)
-	}
-	count := func(p *Pool) (int64, error) {
-		var n int64
-		err := call(p, func(s *storage.Store) error {
-			st, err := s.Stats(ctx)
-			n = st.Count
-			return err
-		})
-		return n, err
-	}
 	n := 0
 	write := func() {
 		t.Helper()
-		if err := call(a, func(s *storage.Store) error {
+		if err := onTeam(a, func(s *storage.Store) error {
 			_, err := s.Write(ctx, memgate.Write{ID: fmt.Sprint("m", n), Text: fmt.Sprint("memory number ", n)})
 			return err
 		}); err != nil {
@@ -315,7 +281,7 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 	}
 	for ; n < 3; write() {
 	}
-	if got, err := count(b); err != nil || got != 3 {
+	if got, err := countTeam(b); err != nil || got != 3 {
 		t.Fatalf("b: %d %v", got, err)
 	}
 	if err := b.Close(ctx); err != nil {
@@ -326,7 +292,7 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 	}
 	// b closed at 3, behind the snapshot: it starts from it.
 	b = newPool(t, opts)
-	if got, err := count(b); err != nil || got != int64(n) {
+	if got, err := countTeam(b); err != nil || got != int64(n) {
 		t.Fatalf("b after the snapshot: %d of %d, %v", got, n, err)
 	}
 	var good []byte
@@ -336,12 +302,12 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 		return f
 	})
 	c := newPool(t, opts)
-	if _, err := count(c); memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), "snapshot") {
+	if _, err := countTeam(c); memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), "snapshot") {
 		t.Fatalf("a damaged snapshot: %v", err)
 	}
 	sh.TamperSnapshot("team", func([]byte) []byte { return good })
 	time.Sleep(5 * time.Millisecond) // past RetryOpenAfter
-	if got, err := count(c); err != nil || got != int64(n) {
+	if got, err := countTeam(c); err != nil || got != int64(n) {
 		t.Fatalf("the snapshot whole again: %d of %d, %v", got, n, err)
 	}
 }
@@ -351,30 +317,16 @@ func TestDamagedSnapshotIsRefused(t *testing.T) {
 // tells by the log's chain, answers one call unavailable, and is made
 // again from the log's history.
 func TestReplicaOfAnotherHistoryIsMadeAgain(t *testing.T) {
-	ctx := context.Background()
 	sh := newMemShared()
 	opts := Options{Shared: sh, Store: storage.Options{Staleness: 1}}
 	a, b := newPool(t, opts), newPool(t, opts)
-	call := func(p *Pool, fn func(*storage.Store) error) error {
-		s, release, err := p.Lease(ctx, "team")
-		if err != nil {
-			return err
-		}
-		defer release()
-		return fn(s)
-	}
 	write := func(p *Pool, id string) {
 		t.Helper()
-		if err := call(p, func(s *storage.Store) error {
-			_, err := s.Write(ctx, memgate.Write{ID: id, Text: "memory " + id})
-			return err
-		}); err != nil {
+		if err := writeTeam(p, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	get := func(p *Pool, id string) error {
-		return call(p, func(s *storage.Store) error { _, err := s.Get(ctx, id); return err })
-	}
+	get := getTeam
 	for _, id := range []string{"x1", "x2", "x3", "x4", "x5"} {
 		write(a, id)
 	}
@@ -395,4 +347,38 @@ func TestReplicaOfAnotherHistoryIsMadeAgain(t *testing.T) {
 	if err := get(b, "x5"); memgate.ErrorCode(err) != memgate.CodeNotFound {
 		t.Fatalf("a write of the lost history: %v", err)
 	}
+}
+
+// onTeam runs fn on a lease of namespace team's store in p.
+func onTeam(p *Pool, fn func(*storage.Store) error) error {
+	s, release, err := p.Lease(context.Background(), "team")
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(s)
+}
+
+// writeTeam writes memory id into team in p.
+func writeTeam(p *Pool, id string) error {
+	return onTeam(p, func(s *storage.Store) error {
+		_, err := s.Write(context.Background(), memgate.Write{ID: id, Text: "memory " + id})
+		return err
+	})
+}
+
+// getTeam gets memory id of team in p.
+func getTeam(p *Pool, id string) error {
+	return onTeam(p, func(s *storage.Store) error { _, err := s.Get(context.Background(), id); return err })
+}
+
+// countTeam counts team's memories in p.
+func countTeam(p *Pool) (int64, error) {
+	var n int64
+	err := onTeam(p, func(s *storage.Store) error {
+		st, err := s.Stats(context.Background())
+		n = st.Count
+		return err
+	})
+	return n, err
 }
