@@ -15,3 +15,11 @@ func SetCompactBytes(n int64) func() {
 	compactBytes = n
 	return func() { compactBytes = old }
 }
+
+// SetMaxSnapshotBytes sets the largest snapshot a replica sends, and
+// returns what puts it back.
+func SetMaxSnapshotBytes(n int64) func() {
+	old := maxSnapshotBytes
+	maxSnapshotBytes = n
+	return func() { maxSnapshotBytes = old }
+}

@@ -119,3 +119,26 @@ func TestLargeImportIsSnapshotted(t *testing.T) {
 		t.Fatalf("a replica from the snapshot: %+v %v, %d entries read", st, err, logs.Served("team")-served)
 	}
 }
+
+// A replica whose file is past the largest snapshot sends none (the log
+// keeps every entry); at the bound it sends one.
+func TestSnapshotBound(t *testing.T) {
+	defer storage.SetCompactBytes(1)()
+	ctx := context.Background()
+	for _, c := range []struct {
+		bound int64
+		sent  bool
+	}{{1 << 30, true}, {1 << 10, false}} {
+		restore := storage.SetMaxSnapshotBytes(c.bound)
+		logs := storetest.NewMemLogs()
+		a := replica(t, logs, "team", storage.Options{})
+		if _, err := a.Write(ctx, memgate.Write{ID: "m", Text: "a memory"}); err != nil {
+			t.Fatal(err)
+		}
+		a.Close() // waits for a snapshot on its way
+		restore()
+		if st, _ := logs.Log("team").Head(ctx); (st.Snapshot == 1) != c.sent {
+			t.Fatalf("bound %d: snapshot at %d", c.bound, st.Snapshot)
+		}
+	}
+}

@@ -22,6 +22,12 @@ import (
 func testDB(t *testing.T) (*postgres.DB, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
+	return migrated(t, dsn), dsn
+}
+
+// migrated migrates the database of dsn and opens it.
+func migrated(t *testing.T, dsn string) *postgres.DB {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := postgres.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
@@ -31,7 +37,7 @@ func testDB(t *testing.T) (*postgres.DB, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return db, dsn
+	return db
 }
 
 var nsSeq atomic.Int64
@@ -259,16 +265,7 @@ func TestSnapshotsOverPostgres(t *testing.T) {
 // survive its transaction: the schema migrates and the contract holds on
 // two replicas taking turns.
 func TestContractThroughPgBouncer(t *testing.T) {
-	dsn := pgtest.Bouncer(t, pgtest.DSN(t))
-	ctx := context.Background()
-	if _, err := postgres.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	db, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := migrated(t, pgtest.Bouncer(t, pgtest.DSN(t)))
 	storetest.Run(t, func(t *testing.T, o storage.Options) storetest.Store {
 		ns := newNamespace()
 		o.CompactEvery = 7 // snapshots too
