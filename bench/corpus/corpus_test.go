@@ -446,3 +446,21 @@ func FuzzHamMail(f *testing.F) {
 		}
 	})
 }
+
+func TestFirstSensesAreTheMostFrequentSynsets(t *testing.T) {
+	first, err := FirstSenses(needData(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lemma, want := range map[string]string{"car": "automobile", "doctor": "physician", "vacation": "holiday", "transition": "passage"} {
+		if !slices.Contains(first[lemma], want) {
+			t.Errorf("first sense of %q = %q, want it to hold %q", lemma, first[lemma], want)
+		}
+	}
+	if slices.Contains(first["car"], "car") {
+		t.Errorf("a lemma is not its own synonym: %q", first["car"])
+	}
+	if _, ok := first["motor_vehicle"]; ok {
+		t.Error("collocations are left out")
+	}
+}

@@ -140,3 +140,85 @@ func wordOf(w string) string {
 	}
 	return strings.ReplaceAll(w, "_", " ")
 }
+
+// FirstSenses maps each one-word lemma of WordNet (lower case) to the words
+// of its first sense, the synset WordNet's index lists first for it (the
+// most frequent sense in the tagged texts), without the lemma itself: the
+// synonyms a reader would take it to mean. Of a lemma that is more than one
+// part of speech, the part with the most tagged senses is taken (a noun
+// before a verb, an adjective, an adverb on a tie).
+func FirstSenses(dir string) (map[string][]string, error) {
+	out := map[string][]string{}
+	tagged := map[string]int{}
+	for _, pos := range []string{"noun", "verb", "adj", "adv"} {
+		words, err := synsetWords(filepath.Join(dir, wordNetDict, "data."+pos))
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.Open(filepath.Join(dir, wordNetDict, "index."+pos))
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// lemma pos synset_cnt p_cnt [ptr_symbol...] sense_cnt tagsense_cnt synset_offset [synset_offset...]
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 6 || strings.HasPrefix(sc.Text(), " ") || strings.Contains(fs[0], "_") {
+				continue
+			}
+			p, err := strconv.Atoi(fs[3])
+			if err != nil || 4+p+3 > len(fs) {
+				continue
+			}
+			n, _ := strconv.Atoi(fs[4+p+1])
+			lemma := fs[0]
+			if _, seen := out[lemma]; seen && n <= tagged[lemma] {
+				continue
+			}
+			var syn []string
+			for _, w := range words[fs[4+p+2]] {
+				if w = strings.ToLower(w); w != lemma {
+					syn = append(syn, w)
+				}
+			}
+			out[lemma], tagged[lemma] = syn, n
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// synsetWords reads a data file's synsets: the words of each by its offset.
+func synsetWords(path string) (map[string][]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "  ") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) < 4 {
+			continue
+		}
+		cnt, err := strconv.ParseUint(fs[3], 16, 8)
+		if err != nil || 4+2*int(cnt) > len(fs) {
+			continue
+		}
+		words := make([]string, cnt)
+		for i := range words {
+			words[i] = wordOf(fs[4+2*i])
+		}
+		out[fs[0]] = words
+	}
+	return out, sc.Err()
+}

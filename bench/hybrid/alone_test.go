@@ -29,7 +29,7 @@ func TestVectorsAlone(t *testing.T) {
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
-	known, para, synset := querySets(glosses, mems, v)
+	known, para, synset := querySets(t, glosses, mems)
 	q := make([]float32, dim)
 	cos := make([]float32, n)
 	var sq search.SignQuery

@@ -20,57 +20,56 @@ import (
 	"github.com/memgate/memgate/storage"
 )
 
-// synonyms maps a one-word WordNet lemma to the other one-word lemmas of
-// the synsets it heads (a synset's first lemma is its usual word, so the
-// sense is a common one), most frequent first by rank (a paraphrase uses
-// common words). Stop words and words of three letters or fewer are left
-// out.
-func synonyms(glosses []corpus.Gloss, rank func(string) int) map[string][]string {
-	out := map[string][]string{}
-	ok := func(w string) bool { return len(w) > 3 && !strings.ContainsAny(w, " -'.") && len(search.Terms(w)) == 1 }
-	for _, g := range glosses {
-		if len(g.Words) < 2 || !ok(g.Words[0]) {
-			continue
-		}
-		a := strings.ToLower(g.Words[0])
-		for _, b := range g.Words[1:] {
-			b = strings.ToLower(b)
-			if b != a && ok(b) && !slices.Contains(out[a], b) {
-				out[a] = append(out[a], b)
-			}
-		}
-	}
-	for _, s := range out {
-		sort.SliceStable(s, func(i, j int) bool { return rank(s[i]) < rank(s[j]) })
-	}
-	return out
-}
-
-// paraphrase is a known-item query of three content words of text, each
-// replaced by a WordNet synonym that shares no index term with text; ""
-// when text has fewer than three such words.
-func paraphrase(text string, syn map[string][]string) string {
+// paraphrase is the whole memory said in other words: each of its
+// content words replaced by a word of its first sense in WordNet (the
+// sense a reader takes it in; an inflected word by its stem's) that shares
+// no index term with the memory, and the words without one left out, so
+// that BM25 cannot match; "" when fewer than three words could be replaced.
+func paraphrase(text string, first map[string][]string) string {
 	have := map[string]bool{}
 	for _, t := range search.Terms(text) {
 		have[t] = true
 	}
 	var out []string
 	for _, w := range corpus.ContentWords(text) {
-		for _, s := range syn[w] {
+		for _, s := range senses(w, first) {
+			if len(s) <= 3 || strings.ContainsAny(s, " -'.") {
+				continue
+			}
 			clash := false
 			for _, t := range search.Terms(s) {
 				clash = clash || have[t]
 			}
 			if !clash {
-				out = append(out, s)
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
 				break
 			}
 		}
-		if len(out) == 3 {
-			return strings.Join(out, " ")
+	}
+	if len(out) < 3 {
+		return ""
+	}
+	return strings.Join(out, " ")
+}
+
+// senses is the first sense of w, or of the lemma an English ending
+// strips from it ("thicknesses", "transitioned", "smoothing").
+func senses(w string, first map[string][]string) []string {
+	if s, ok := first[w]; ok {
+		return s
+	}
+	for _, e := range []struct{ suffix, repl string }{
+		{"ies", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"ed", "e"}, {"ing", ""}, {"ing", "e"},
+	} {
+		if b, ok := strings.CutSuffix(w, e.suffix); ok {
+			if s, ok := first[b+e.repl]; ok {
+				return s
+			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // synsetParaphrase is a query naming the subject of a memory (the word its
@@ -117,18 +116,16 @@ type query struct {
 
 // querySets builds the three sets of queries of the figures: 300 known
 // items, 300 paraphrases and up to 300 synset paraphrases.
-func querySets(glosses []corpus.Gloss, mems []memgate.Write, v *search.Vectors) (known, para, synset []query) {
-	syn := synonyms(glosses, func(w string) int {
-		if i, ok := v.Index(w); ok {
-			return i
-		}
-		return 1 << 30
-	})
+func querySets(t testing.TB, glosses []corpus.Gloss, mems []memgate.Write) (known, para, synset []query) {
+	first, err := corpus.FirstSenses(corpus.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range corpus.KnownItem(mems, 3, 300, 7) {
 		known = append(known, query{q.Text, q.Target})
 	}
 	for i := 0; len(para) < 300 && i < len(mems); i += 97 {
-		if p := paraphrase(mems[i].Text, syn); p != "" {
+		if p := paraphrase(mems[i].Text, first); p != "" {
 			para = append(para, query{p, i})
 		}
 	}
@@ -203,7 +200,7 @@ func TestHybridFigures(t *testing.T) {
 	}
 	t.Logf("%d memories in each store, embedded %d", n, hybrid.Embedded())
 
-	known, para, synset := querySets(glosses, mems, v)
+	known, para, synset := querySets(t, glosses, mems)
 	t.Logf("queries: %d known-item, %d paraphrases (e.g. %q for %q), %d synset paraphrases (e.g. %q for %q)",
 		len(known), len(para), para[0].text, mems[para[0].target].Text, len(synset), synset[3].text, mems[synset[3].target].Text)
 
