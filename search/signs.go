@@ -103,6 +103,7 @@ type Shortlist struct {
 	next  int // the length at which the buffer shrinks
 	slots []int32
 	dist  []uint8
+	of    []int32 // the slots of the vectors ScanSlots offers; nil: their places
 }
 
 // Reset empties s to collect want slots, keeping its memory.
@@ -135,10 +136,53 @@ func (s *Shortlist) Scan(signs []uint64, query *SignQuery, lo, hi int) {
 	}
 }
 
+// A Part is a run of vectors offered to a Shortlist together: their signs
+// one after the other (SignWords words a vector) and the slot of each.
+type Part struct {
+	Signs []uint64
+	Slots []int32
+}
+
+// ScanParts offers the vectors of parts to s, once after Reset, as Scan
+// does: when they are many, a sample of them (one in sampleEvery of each
+// part) first sets the distance beyond which none is taken.
+func (s *Shortlist) ScanParts(parts []Part, query *SignQuery) {
+	n := 0
+	for _, p := range parts {
+		n += len(p.Slots)
+	}
+	if n >= 4*sampleEvery*s.want {
+		var h [maxDistance + 1]int32
+		for _, p := range parts {
+			sample(&h, p.Signs, query, 0, len(p.Slots))
+		}
+		s.limit = s.sampleCut(&h)
+	}
+	s.scanParts(parts, query)
+	if len(s.slots) < s.want && s.limit < maxDistance {
+		s.Reset(s.want)
+		s.scanParts(parts, query)
+	}
+}
+
+func (s *Shortlist) scanParts(parts []Part, query *SignQuery) {
+	for _, p := range parts {
+		s.of = p.Slots
+		s.scan(p.Signs, query, 0, len(p.Slots))
+	}
+	s.of = nil
+}
+
 // sampleLimit is the distance at which the sample's count reaches twice
 // its share of want.
 func (s *Shortlist) sampleLimit(signs []uint64, query *SignQuery, lo, hi int) int {
 	var h [maxDistance + 1]int32
+	sample(&h, signs, query, lo, hi)
+	return s.sampleCut(&h)
+}
+
+// sample counts in h the distances of one slot in sampleEvery of lo to hi.
+func sample(h *[maxDistance + 1]int32, signs []uint64, query *SignQuery, lo, hi int) {
 	words := len(query.Signs)
 	if words == 2 && query.shift == 0 {
 		q0, q1, m0, m1 := query.Signs[0], query.Signs[1], query.Strong[0], query.Strong[1]
@@ -146,11 +190,16 @@ func (s *Shortlist) sampleLimit(signs []uint64, query *SignQuery, lo, hi int) in
 			x0, x1 := signs[2*i]^q0, signs[2*i+1]^q1
 			h[bits.OnesCount64(x0)+bits.OnesCount64(x1)+bits.OnesCount64(x0&m0)+bits.OnesCount64(x1&m1)]++
 		}
-	} else {
-		for i := lo; i < hi; i += sampleEvery {
-			h[min(query.distance(signs[i*words:(i+1)*words]), maxDistance)]++
-		}
+		return
 	}
+	for i := lo; i < hi; i += sampleEvery {
+		h[min(query.distance(signs[i*words:(i+1)*words]), maxDistance)]++
+	}
+}
+
+// sampleCut is the distance at which the count of the sample h reaches
+// twice its share of want.
+func (s *Shortlist) sampleCut(h *[maxDistance + 1]int32) int {
 	n, target := 0, (2*s.want+sampleEvery-1)/sampleEvery
 	for d, c := range h {
 		if n += int(c); n >= target {
@@ -214,6 +263,9 @@ func (s *Shortlist) scan2(signs []uint64, q0, q1, m0, m1 uint64, lo, hi int) {
 // that distance: the buffer then takes want more before it shrinks again,
 // so that a slot costs O(1) however the distances fall.
 func (s *Shortlist) take(i, d int) {
+	if s.of != nil {
+		i = int(s.of[i])
+	}
 	s.slots = append(s.slots, int32(i))
 	s.dist = append(s.dist, uint8(min(d, maxDistance)))
 	if len(s.slots) >= s.next {

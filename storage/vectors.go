@@ -37,7 +37,10 @@ import (
 // signs of their numbers one after the other, which a search scans for a
 // shortlist (search.Shortlist), and their int8 rows, which it scores
 // exactly, without reading bbolt or allocating. The index changes after a
-// commit; a search keeps only the documents its own snapshot holds.
+// commit; a search keeps only the documents its own snapshot holds. Past
+// clusterMin vectors it is also partitioned into clusters, trained in the
+// background, and a search scans the signs of the clusters nearest its
+// query only.
 var bucketVectors = []byte("vectors")
 
 const vectorFormat = 1
@@ -267,6 +270,27 @@ type vecIndex struct {
 	blank map[uint64]bool // documents of the model that have no vector (no known word)
 	wake  chan struct{}   // the catch-up's: a write went without a vector
 	ready atomic.Int64    // len(docs), read by stats without the lock
+
+	// The clusters, once trained (nil until then: a search scans every
+	// vector). Each cluster's members are the slots of its vectors with
+	// their signs, side by side; where and whereC give a slot's place among
+	// its cluster's members and its cluster.
+	clusters *search.Clusters
+	members  []clusterMembers
+	where    []int32
+	whereC   []int32
+	trained  int    // the vectors the clusters were trained on
+	training bool   // a training runs
+	gen      uint64 // counts the loads, so that a training of an earlier one is dropped
+	stop     context.Context
+	trainers sync.WaitGroup
+}
+
+// clusterMembers are the vectors of one cluster: their slots, and their signs
+// one after the other.
+type clusterMembers struct {
+	slots []int32
+	signs []uint64
 }
 
 // apply records a committed transaction's vectors.
@@ -298,6 +322,7 @@ func (ix *vecIndex) apply(adds []vecAdd, drops []uint64) {
 		ix.add(a.doc, a.v)
 	}
 	ix.ready.Store(int64(len(ix.docs) + len(ix.blank)))
+	ix.maybeTrain()
 }
 
 // rowHead is the bytes of a row before its numbers.
@@ -329,12 +354,45 @@ func (ix *vecIndex) add(doc uint64, v *storedVector) {
 	if i, ok := ix.slot[doc]; ok {
 		appendRow(ix.rows[i*stride:i*stride], doc, v)
 		search.AppendSigns(ix.signs[i*words:i*words], v.q)
+		if ix.clusters != nil {
+			ix.leave(i)
+			ix.join(i, ix.clusters.Nearest8(v.q))
+		}
 		return
 	}
-	ix.slot[doc] = len(ix.docs)
+	i := len(ix.docs)
+	ix.slot[doc] = i
 	ix.docs = append(ix.docs, doc)
 	ix.rows = appendRow(ix.rows, doc, v)
 	ix.signs = search.AppendSigns(ix.signs, v.q)
+	if ix.clusters != nil {
+		ix.where, ix.whereC = append(ix.where, 0), append(ix.whereC, 0)
+		ix.join(i, ix.clusters.Nearest8(v.q))
+	}
+}
+
+// join makes slot i a member of cluster c.
+func (ix *vecIndex) join(i, c int) {
+	words := search.SignWords(ix.dim)
+	m := &ix.members[c]
+	ix.where[i], ix.whereC[i] = int32(len(m.slots)), int32(c)
+	m.slots = append(m.slots, int32(i))
+	m.signs = append(m.signs, ix.signs[i*words:(i+1)*words]...)
+}
+
+// leave takes slot i out of its cluster, moving the cluster's last member
+// into its place.
+func (ix *vecIndex) leave(i int) {
+	words := search.SignWords(ix.dim)
+	m := &ix.members[ix.whereC[i]]
+	p, last := int(ix.where[i]), len(m.slots)-1
+	if p != last {
+		moved := m.slots[last]
+		m.slots[p] = moved
+		copy(m.signs[p*words:(p+1)*words], m.signs[last*words:])
+		ix.where[moved] = int32(p)
+	}
+	m.slots, m.signs = m.slots[:last], m.signs[:last*words]
 }
 
 // remove moves the last vector into doc's place.
@@ -346,15 +404,26 @@ func (ix *vecIndex) remove(doc uint64) {
 	}
 	last := len(ix.docs) - 1
 	words, stride := search.SignWords(ix.dim), ix.stride()
+	if ix.clusters != nil {
+		ix.leave(i)
+	}
 	if i != last {
 		moved := ix.docs[last]
 		ix.docs[i] = moved
 		copy(ix.rows[i*stride:(i+1)*stride], ix.rows[last*stride:])
 		copy(ix.signs[i*words:(i+1)*words], ix.signs[last*words:])
 		ix.slot[moved] = i
+		if ix.clusters != nil {
+			c, p := ix.whereC[last], ix.where[last]
+			ix.members[c].slots[p] = int32(i)
+			ix.where[i], ix.whereC[i] = p, c
+		}
 	}
 	delete(ix.slot, doc)
 	ix.docs, ix.rows, ix.signs = ix.docs[:last], ix.rows[:last*stride], ix.signs[:last*words]
+	if ix.clusters != nil {
+		ix.where, ix.whereC = ix.where[:last], ix.whereC[:last]
+	}
 }
 
 // ensureVectors loads the index for model if it holds another. Its
@@ -374,6 +443,8 @@ func (s *Store) ensureVectors(model string) error {
 	}
 	ix.model, ix.dim = "", 0
 	ix.docs, ix.rows, ix.signs, ix.slot, ix.blank = nil, nil, nil, map[uint64]int{}, map[uint64]bool{}
+	ix.clusters, ix.members, ix.where, ix.whereC, ix.trained = nil, nil, nil, nil, 0
+	ix.gen++
 	err := s.readTx("storage.vectors", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketVectors)
 		if b == nil {
@@ -408,6 +479,7 @@ func (s *Store) ensureVectors(model string) error {
 	}
 	ix.model = model
 	ix.ready.Store(int64(len(ix.docs) + len(ix.blank)))
+	ix.maybeTrain()
 	return nil
 }
 
@@ -419,14 +491,18 @@ func (s *Store) Embedded() int64 { return s.vecs.ready.Load() }
 // semantic ranks the documents of v whose vectors are closest to query, at
 // or above search.CosineFloor and within semanticMargin of the best, that
 // pass keep, best first; at most n. near is what semanticScan found for v.
+//
+// A document the index still holds just after a commit that deleted it
+// (the index changes after the commit) is not checked for here, which
+// would cost a lookup a document: rankHybrid drops it when it comes among
+// the hits.
 func (s *Store) semantic(v *view, near []search.Scored, n int, keep func(doc uint64) (bool, error)) ([]search.Scored, error) {
-	docs := v.tx.Bucket(bucketDocs)
 	out := make([]search.Scored, 0, min(n, len(near)))
 	for _, sc := range near {
 		if len(out) == n || sc.Score < near[0].Score-semanticMargin {
 			break
 		}
-		if v.dead(sc.Doc) || v.expired1(sc.Doc) || docs.Get(u64(sc.Doc)) == nil {
+		if v.dead(sc.Doc) || v.expired1(sc.Doc) {
 			continue
 		}
 		if keep != nil {
@@ -454,7 +530,10 @@ type scanState struct {
 	list    search.Shortlist
 	top     search.TopK
 	query   search.SignQuery
-	touched byte // what reading rows ahead read, kept so it is not optimised away
+	order   []int32   // the clusters, nearest the query first
+	scores  []float32 // their dot products with it
+	parts   []search.Part
+	touched byte      // what reading rows ahead read, kept so it is not optimised away
 }
 
 var scanStates = sync.Pool{New: func() any { return new(scanState) }}
@@ -464,7 +543,8 @@ var scanStates = sync.Pool{New: func() any { return new(scanState) }}
 // at most k. It holds the index's read lock and reads no bbolt. Of equal
 // cosines the larger document goes first, and the shortlist does not
 // depend on the order of the vectors, so the answer is the same however
-// the index was built.
+// the index was built (once clustered, however the clusters were: see
+// clusters.go).
 func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored {
 	ix := &s.vecs
 	ix.mu.RLock()
@@ -477,8 +557,23 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	defer scanStates.Put(st)
 	st.query.Set(query)
 	list := &st.list
-	list.Reset(shortlistSize)
-	list.Scan(ix.signs, &st.query, 0, len(ix.docs))
+	if ix.clusters == nil {
+		list.Reset(shortlistSize)
+		list.Scan(ix.signs, &st.query, 0, len(ix.docs))
+	} else {
+		list.Reset(clusteredShortlist)
+		st.order, st.scores = ix.clusters.Rank(st.order, st.scores, query)
+		want, seen := probeWant(len(ix.docs)), 0
+		st.parts = st.parts[:0]
+		for _, c := range st.order {
+			m := &ix.members[c]
+			st.parts = append(st.parts, search.Part{Signs: m.signs, Slots: m.slots})
+			if seen += len(m.slots); seen >= want {
+				break
+			}
+		}
+		list.ScanParts(st.parts, &st.query)
+	}
 	list.Finish(ix.docs)
 	st.top.Reset(k)
 	stride := ix.stride()
@@ -656,8 +751,9 @@ func (s *Store) startVectors() {
 	}
 	s.vecs.wake = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
+	s.vecs.stop = ctx
 	done := make(chan struct{})
-	s.stopVectors = func() { cancel(); <-done }
+	s.stopVectors = func() { cancel(); <-done; s.vecs.trainers.Wait() }
 	go func() {
 		defer close(done)
 		s.catchUp(ctx)
@@ -730,7 +826,11 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	// searches anyway.
 	var near []search.Scored
 	if hy.vec != nil {
-		near = s.semanticScan(hy.vec, 4*depth+16, v.seq)
+		k := depth + 16 // for the documents the snapshot no longer has
+		if f != nil {
+			k = 4*depth + 16 // and for those the filter leaves out
+		}
+		near = s.semanticScan(hy.vec, k, v.seq)
 	}
 	var lexical []search.Scored
 	candidates := 0
@@ -786,6 +886,18 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		}
 	}
 	fused := search.FuseWeighted(lexical, semantic, weight, limit)
+	for docs := v.tx.Bucket(bucketDocs); ; {
+		before := len(semantic)
+		for _, fu := range fused {
+			if docs.Get(u64(fu.Doc)) == nil {
+				semantic = slices.DeleteFunc(semantic, func(sm search.Scored) bool { return sm.Doc == fu.Doc })
+			}
+		}
+		if len(semantic) == before {
+			break
+		}
+		fused = search.FuseWeighted(lexical, semantic, weight, limit)
+	}
 	hits := make([]memgate.Hit, 0, len(fused))
 	for _, fu := range fused {
 		rec, err := t.record(fu.Doc)

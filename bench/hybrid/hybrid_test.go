@@ -200,6 +200,14 @@ func TestHybridFigures(t *testing.T) {
 	}
 	t.Logf("%d memories in each store, embedded %d", n, hybrid.Embedded())
 
+	if _, err := hybrid.Search(ctx, memgate.Query{Text: "automobile"}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	for !hybrid.Clustered() && time.Since(began) < time.Minute {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the vectors' clusters trained in %v (clustered: %v)", time.Since(began), hybrid.Clustered())
 	known, para, synset := querySets(t, glosses, mems)
 	t.Logf("queries: %d known-item, %d paraphrases (e.g. %q for %q), %d synset paraphrases (e.g. %q for %q)",
 		len(known), len(para), para[0].text, mems[para[0].target].Text, len(synset), synset[3].text, mems[synset[3].target].Text)
@@ -289,7 +297,7 @@ func TestHybridFigures(t *testing.T) {
 	h2.Close()
 
 	// Restart to hybrid: the cache, then the store, then a hybrid answer.
-	began := time.Now()
+	began = time.Now()
 	v2, sum2, err := embed.LoadFile(vectors, cache)
 	if err != nil {
 		t.Fatal(err)

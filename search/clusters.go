@@ -1,0 +1,146 @@
+package search
+
+import (
+	"context"
+	"math"
+	"slices"
+)
+
+// Clusters partition unit vectors by the nearest of k centroids (spherical
+// k-means: a vector's cluster is the centroid of the largest dot product,
+// and each centroid is the normalised sum of its vectors), so that a search
+// can look at the vectors of the few clusters nearest its query instead of
+// at all of them (an inverted file, IVF). Clusters are only read once
+// trained, so they are safe for concurrent use.
+type Clusters struct {
+	dim  int
+	cent []float32 // centroid c is cent[c*dim : (c+1)*dim]
+}
+
+// K is the number of clusters.
+func (c *Clusters) K() int { return len(c.cent) / c.dim }
+
+// Dim is the number of dimensions of the vectors clustered.
+func (c *Clusters) Dim() int { return c.dim }
+
+func (c *Clusters) centroid(i int) []float32 { return c.cent[i*c.dim : (i+1)*c.dim] }
+
+// Nearest8 is the cluster of the quantised vector q (Quantize's numbers;
+// its scale does not change which centroid is nearest).
+func (c *Clusters) Nearest8(q []int8) int {
+	best, at := float32(math.Inf(-1)), 0
+	for i := range c.K() {
+		if d := Dot8(c.centroid(i), q); d > best {
+			best, at = d, i
+		}
+	}
+	return at
+}
+
+// Rank appends to dst the clusters, nearest to query first (of equal dot
+// products the lower cluster first), using scores as scratch; it returns
+// dst and scores for reuse.
+func (c *Clusters) Rank(dst []int32, scores []float32, query []float32) ([]int32, []float32) {
+	scores = scores[:0]
+	dst = dst[:0]
+	for i := range c.K() {
+		scores = append(scores, dotf(c.centroid(i), query))
+		dst = append(dst, int32(i))
+	}
+	slices.SortFunc(dst, func(a, b int32) int {
+		if scores[a] != scores[b] {
+			if scores[a] > scores[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	return dst, scores
+}
+
+func dotf(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// TrainClusters runs rounds of spherical k-means over the n = len(q)/dim
+// quantised vectors of q (vector i is q[i*dim:(i+1)*dim]) into k clusters
+// (fewer when there are fewer vectors). The first centroids are vectors
+// taken at an even stride, so the same vectors in the same order give the
+// same clusters. A centroid left without vectors keeps its place. It stops
+// early, returning the context's error, when ctx ends.
+func TrainClusters(ctx context.Context, q []int8, dim, k, rounds int) (*Clusters, error) {
+	n := len(q) / dim
+	k = min(k, n)
+	c := &Clusters{dim: dim, cent: make([]float32, k*dim)}
+	if k == 0 {
+		return c, nil
+	}
+	for i := range k {
+		from := q[(i*n/k)*dim : (i*n/k+1)*dim]
+		cent := c.centroid(i)
+		for j, x := range from {
+			cent[j] = float32(x)
+		}
+		normalize(cent)
+	}
+	sums := make([]float32, k*dim)
+	assign := make([]int32, n)
+	for range rounds {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		clear(sums)
+		moved := 0
+		for i := range n {
+			v := q[i*dim : (i+1)*dim]
+			a := int32(c.Nearest8(v))
+			if a != assign[i] {
+				moved++
+			}
+			assign[i] = a
+			s := sums[int(a)*dim : (int(a)+1)*dim]
+			for j, x := range v {
+				s[j] += float32(x)
+			}
+		}
+		for i := range k {
+			s := sums[i*dim : (i+1)*dim]
+			if normalize(s) {
+				copy(c.centroid(i), s)
+			}
+		}
+		if moved == 0 {
+			break
+		}
+	}
+	return c, nil
+}
+
+// normalize makes v of unit length, unless it is all zeros (false).
+func normalize(v []float32) bool {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 {
+		return false
+	}
+	inv := float32(1 / math.Sqrt(ss))
+	for j := range v {
+		v[j] *= inv
+	}
+	return true
+}
