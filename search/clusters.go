@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 )
 
@@ -77,10 +78,12 @@ func dotf(a, b []float32) float32 {
 
 // TrainClusters runs rounds of spherical k-means over the n = len(q)/dim
 // quantised vectors of q (vector i is q[i*dim:(i+1)*dim]) into k clusters
-// (fewer when there are fewer vectors). The first centroids are vectors
-// taken at an even stride, so the same vectors in the same order give the
-// same clusters. A centroid left without vectors keeps its place. It stops
-// early, returning the context's error, when ctx ends.
+// (fewer when there are fewer vectors). The first centroids are chosen as
+// k-means++ does, each vector drawn in proportion to its squared distance
+// from the centroids chosen before it, from a generator of a fixed seed:
+// the same vectors in the same order give the same clusters. A centroid
+// left without vectors keeps its place. It stops early, returning the
+// context's error, when ctx ends.
 func TrainClusters(ctx context.Context, q []int8, dim, k, rounds int) (*Clusters, error) {
 	n := len(q) / dim
 	k = min(k, n)
@@ -88,13 +91,42 @@ func TrainClusters(ctx context.Context, q []int8, dim, k, rounds int) (*Clusters
 	if k == 0 {
 		return c, nil
 	}
-	for i := range k {
-		from := q[(i*n/k)*dim : (i*n/k+1)*dim]
-		cent := c.centroid(i)
-		for j, x := range from {
+	// k-means++: dist[i] is vector i's squared distance from the nearest
+	// centroid so far (2 - 2cos for unit vectors).
+	r := rand.New(rand.NewPCG(1, 2))
+	dist := make([]float64, n)
+	for i := range dist {
+		dist[i] = math.Inf(1)
+	}
+	pick := 0
+	for ci := range k {
+		if ci%16 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		cent := c.centroid(ci)
+		for j, x := range q[pick*dim : (pick+1)*dim] {
 			cent[j] = float32(x)
 		}
 		normalize(cent)
+		total := 0.0
+		for i := range n {
+			v := q[i*dim : (i+1)*dim]
+			d := 2 - 2*float64(Dot8(cent, v))/norm8(v)
+			dist[i] = min(dist[i], max(d, 0))
+			total += dist[i]
+		}
+		if total == 0 {
+			continue
+		}
+		at := r.Float64() * total
+		for i, d := range dist {
+			if at -= d; at <= 0 && d > 0 {
+				pick = i
+				break
+			}
+		}
 	}
 	sums := make([]float32, k*dim)
 	assign := make([]int32, n)
@@ -127,6 +159,18 @@ func TrainClusters(ctx context.Context, q []int8, dim, k, rounds int) (*Clusters
 		}
 	}
 	return c, nil
+}
+
+// norm8 is the length of q, or 1 for a vector of zeros.
+func norm8(q []int8) float64 {
+	ss := 0
+	for _, x := range q {
+		ss += int(x) * int(x)
+	}
+	if ss == 0 {
+		return 1
+	}
+	return math.Sqrt(float64(ss))
 }
 
 // normalize makes v of unit length, unless it is all zeros (false).

@@ -1,0 +1,127 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// blobs is n quantised unit vectors of dim numbers around k directions.
+func blobs(n, dim, k int) []int8 {
+	r := rand.New(rand.NewPCG(3, 4))
+	centres := make([][]float32, k)
+	for c := range centres {
+		centres[c] = make([]float32, dim)
+		for j := range dim {
+			centres[c][j] = float32(r.NormFloat64())
+		}
+		Normalise(centres[c])
+	}
+	var q []int8
+	v := make([]float32, dim)
+	for i := range n {
+		for j := range dim {
+			v[j] = centres[i%k][j] + 0.03*float32(r.NormFloat64())
+		}
+		Normalise(v)
+		q, _ = Quantize(q, v)
+	}
+	return q
+}
+
+func TestTrainClustersFindsTheBlobsAlikeEachTime(t *testing.T) {
+	const n, dim, k = 2000, 16, 8
+	q := blobs(n, dim, k)
+	a, err := TrainClusters(context.Background(), q, dim, k, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := TrainClusters(context.Background(), q, dim, k, 10)
+	if !slices.Equal(a.cent, b.cent) {
+		t.Fatal("the same vectors gave other clusters")
+	}
+	// Vectors of the same blob share a cluster, and the k blobs take k
+	// clusters.
+	of := map[int]int{}
+	for i := range n {
+		c := a.Nearest8(q[i*dim : (i+1)*dim])
+		if prev, ok := of[i%k]; ok && prev != c {
+			t.Fatalf("blob %d is split between clusters %d and %d", i%k, prev, c)
+		}
+		of[i%k] = c
+	}
+	used := map[int]bool{}
+	for _, c := range of {
+		used[c] = true
+	}
+	if len(used) != k {
+		t.Fatalf("%d blobs in %d clusters", k, len(used))
+	}
+}
+
+func TestTrainClustersOfFewVectorsAndStopped(t *testing.T) {
+	q := blobs(3, 8, 3)
+	c, err := TrainClusters(context.Background(), q, 8, 10, 5)
+	if err != nil || c.K() != 3 {
+		t.Fatalf("3 vectors into 10 clusters: %v, %v; want 3", c, err)
+	}
+	if c, _ := TrainClusters(context.Background(), nil, 8, 10, 5); c.K() != 0 {
+		t.Fatal("no vectors, yet clusters")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := TrainClusters(ctx, blobs(100, 8, 4), 8, 4, 5); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled training: %v", err)
+	}
+}
+
+func TestRankPutsTheNearestClusterFirstAndTiesInOrder(t *testing.T) {
+	c := &Clusters{dim: 2, cent: []float32{1, 0, 0, 1, 0, 1, -1, 0}}
+	order, _ := c.Rank(nil, nil, []float32{0, 1})
+	if !slices.Equal(order, []int32{1, 2, 0, 3}) {
+		t.Fatalf("order %v, want [1 2 0 3]", order)
+	}
+}
+
+// ScanParts over parts that together hold every slot keeps what Scan keeps,
+// however the slots are split and ordered.
+func TestScanPartsKeepsWhatScanKeeps(t *testing.T) {
+	const n, dim = 20000, 100
+	q := blobs(n, dim, 50)
+	var signs []uint64
+	for i := range n {
+		signs = AppendSigns(signs, q[i*dim:(i+1)*dim])
+	}
+	docs := make([]uint64, n)
+	for i := range docs {
+		docs[i] = uint64(i + 1)
+	}
+	var query SignQuery
+	vec := make([]float32, dim)
+	for j := range vec {
+		vec[j] = float32(q[5*dim+j])
+	}
+	query.Set(vec)
+	var whole, split Shortlist
+	whole.Reset(256)
+	whole.Scan(signs, &query, 0, n)
+	whole.Finish(docs)
+	// Two parts: the odd slots, then the even ones, each with its signs.
+	var parts [2]Part
+	for i := range n {
+		p := &parts[1-i%2]
+		p.Slots = append(p.Slots, int32(i))
+		p.Signs = append(p.Signs, signs[2*i], signs[2*i+1])
+	}
+	split.Reset(256)
+	split.ScanParts(parts[:], &query)
+	split.Finish(docs)
+	a, b := slices.Clone(whole.Slots()), slices.Clone(split.Slots())
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Fatalf("ScanParts kept %d slots unlike Scan's %d", len(b), len(a))
+	}
+}

@@ -1,0 +1,150 @@
+package storage
+
+import (
+	"context"
+	"testing"
+
+	"github.com/memgate/memgate/search"
+)
+
+// trainNow trains the clusters of s's index and waits for them.
+func trainNow(t testing.TB, s *Store) {
+	t.Helper()
+	ix := &s.vecs
+	if ix.stop == nil {
+		ix.stop = context.Background()
+	}
+	ix.mu.Lock()
+	ix.maybeTrain()
+	ix.mu.Unlock()
+	ix.trainers.Wait()
+	if ix.clusters == nil {
+		t.Fatal("the index did not train its clusters")
+	}
+}
+
+// checkMembers checks that every vector is a member of exactly one
+// cluster, the one where and whereC say, with its signs.
+func checkMembers(t *testing.T, ix *vecIndex) {
+	t.Helper()
+	words := search.SignWords(ix.dim)
+	seen := make([]bool, len(ix.docs))
+	for c, m := range ix.members {
+		if len(m.signs) != len(m.slots)*words {
+			t.Fatalf("cluster %d: %d signs for %d members", c, len(m.signs), len(m.slots))
+		}
+		for p, slot := range m.slots {
+			if int(slot) >= len(ix.docs) || seen[slot] {
+				t.Fatalf("cluster %d: slot %d out of range or in two places", c, slot)
+			}
+			seen[slot] = true
+			if ix.whereC[slot] != int32(c) || ix.where[slot] != int32(p) {
+				t.Fatalf("slot %d: at %d/%d, where says %d/%d", slot, c, p, ix.whereC[slot], ix.where[slot])
+			}
+			for w := range words {
+				if m.signs[p*words+w] != ix.signs[int(slot)*words+w] {
+					t.Fatalf("slot %d: its signs in cluster %d differ from the index's", slot, c)
+				}
+			}
+		}
+	}
+	for slot, ok := range seen {
+		if !ok {
+			t.Fatalf("slot %d is in no cluster", slot)
+		}
+	}
+}
+
+func TestClusteredIndexFindsEachVectorAndStaysInStep(t *testing.T) {
+	s, queries := randomIndex(clusterMin, 100)
+	ix := &s.vecs
+	trainNow(t, s)
+	if k := ix.clusters.K(); k != clusterCount(clusterMin) {
+		t.Fatalf("%d clusters, want %d", k, clusterCount(clusterMin))
+	}
+	checkMembers(t, ix)
+	step := clusterMin / 16
+	for i, q := range queries {
+		near := s.semanticScan(q, 10, 1<<62)
+		if len(near) == 0 || near[0].Doc != uint64(i*step+1) || near[0].Score < 0.99 {
+			t.Fatalf("query %d: nearest %v, want document %d at about 1", i, near[:min(len(near), 1)], i*step+1)
+		}
+	}
+	// Forget some, write some, and replace the vector of others: the
+	// clusters follow, and a replaced vector is found under its new value.
+	for doc := uint64(1); doc <= clusterMin; doc += 7 {
+		ix.remove(doc)
+	}
+	for doc := uint64(clusterMin + 1); doc <= clusterMin+500; doc++ {
+		ix.add(doc, vectorOf(queries[int(doc)%len(queries)], "m"))
+	}
+	moved := queries[3]
+	ix.add(2, vectorOf(moved, "m"))
+	checkMembers(t, ix)
+	near := s.semanticScan(moved, 600, 1<<62)
+	found := false
+	for _, n := range near {
+		found = found || n.Doc == 2
+	}
+	if !found {
+		t.Fatal("a vector replaced in place is not found under its new value")
+	}
+}
+
+func TestTrainingOfAnEarlierLoadIsDropped(t *testing.T) {
+	s, _ := randomIndex(clusterMin, 16)
+	ix := &s.vecs
+	ix.stop = context.Background()
+	ix.mu.Lock()
+	ix.maybeTrain()
+	ix.gen++ // as a reload does, before the training ends
+	ix.mu.Unlock()
+	ix.trainers.Wait()
+	if ix.clusters != nil || ix.training {
+		t.Fatal("the clusters of an earlier load were installed")
+	}
+}
+
+func TestTrainingStopsWithTheStore(t *testing.T) {
+	s, _ := randomIndex(clusterMin, 16)
+	ix := &s.vecs
+	ctx, cancel := context.WithCancel(context.Background())
+	ix.stop = ctx
+	cancel()
+	ix.mu.Lock()
+	ix.maybeTrain()
+	ix.mu.Unlock()
+	ix.trainers.Wait()
+	if ix.clusters != nil {
+		t.Fatal("a stopped store trained its clusters")
+	}
+}
+
+func TestSmallIndexIsScannedWhole(t *testing.T) {
+	s, _ := randomIndex(clusterMin-1, 16)
+	ix := &s.vecs
+	ix.stop = context.Background()
+	ix.mu.Lock()
+	ix.maybeTrain()
+	ix.mu.Unlock()
+	ix.trainers.Wait()
+	if ix.clusters != nil || ix.training {
+		t.Fatalf("an index of %d vectors, one below the bound, was clustered", clusterMin-1)
+	}
+	s, _ = randomIndex(clusterMin, 16)
+	trainNow(t, s)
+}
+
+// BenchmarkSemanticScanClustered is BenchmarkSemanticScan once the index
+// is clustered: the clusters nearest the query until a sixteenth of the
+// vectors, their signs, the exact scores of 128.
+func BenchmarkSemanticScanClustered(b *testing.B) {
+	s, queries := randomIndex(100000, 100)
+	trainNow(b, s)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.semanticScan(queries[i%len(queries)], 66, 1<<62)
+		i++
+	}
+}
