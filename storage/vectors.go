@@ -533,7 +533,7 @@ type scanState struct {
 	order   []int32   // the clusters, nearest the query first
 	scores  []float32 // their dot products with it
 	parts   []search.Part
-	touched byte      // what reading rows ahead read, kept so it is not optimised away
+	touched byte // what reading rows ahead read, kept so it is not optimised away
 }
 
 var scanStates = sync.Pool{New: func() any { return new(scanState) }}
