@@ -1,6 +1,9 @@
 package hybrid
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/memgate/memgate/search"
@@ -16,19 +19,63 @@ import (
 func TestVectorsAlone(t *testing.T) {
 	glosses, mems, v, _, _ := setup(t)
 	n, dim := len(mems), v.Dim()
-	docs := make([]float32, n*dim)
-	var signs []uint64
-	q8 := make([]int8, 0, dim)
-	for i, m := range mems {
-		d := docs[i*dim : (i+1)*dim]
-		v.Embed(d, m.Text)
-		q8, _ = search.Quantize(q8[:0], d)
-		signs = search.AppendSigns(signs, q8)
-	}
 	ids := make([]uint64, n)
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
+	docs := make([]float32, n*dim)
+	var signs []uint64
+	all8 := make([]int8, 0, n*dim)
+	for i, m := range mems {
+		d := docs[i*dim : (i+1)*dim]
+		v.Embed(d, m.Text)
+		all8, _ = search.Quantize(all8, d)
+		signs = search.AppendSigns(signs, all8[i*dim:])
+	}
+	// The clusters as a store of n vectors trains them (storage/clusters.go):
+	// half the square root of n, on a sample of 16,384 at an even stride.
+	k := max(int(math.Sqrt(float64(n))/2), 64)
+	take := min(n, 16384)
+	sample := make([]int8, 0, take*dim)
+	for j := range take {
+		sample = append(sample, all8[(j*n/take)*dim:(j*n/take+1)*dim]...)
+	}
+	clusters, err := search.TrainClusters(context.Background(), sample, dim, k, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]search.Part, k)
+	for i := range n {
+		c := clusters.Nearest8(all8[i*dim : (i+1)*dim])
+		parts[c].Slots = append(parts[c].Slots, int32(i))
+		parts[c].Signs = append(parts[c].Signs, signs[2*i:2*i+2]...)
+	}
+	// ivf is what a clustered scan keeps: the slots of the shortlist of sl
+	// of the nearest clusters up to n/div vectors.
+	var order []int32
+	var scores []float32
+	var probed []search.Part
+	ivf := func(query []float32, sq *search.SignQuery, list *search.Shortlist, div, sl int) map[int32]bool {
+		order, scores = clusters.Rank(order, scores, query)
+		probed = probed[:0]
+		seen := 0
+		for _, c := range order {
+			probed = append(probed, parts[c])
+			if seen += len(parts[c].Slots); seen >= n/div {
+				break
+			}
+		}
+		list.Reset(sl)
+		list.ScanParts(probed, sq)
+		list.Finish(ids)
+		on := map[int32]bool{}
+		for _, s := range list.Slots() {
+			on[s] = true
+		}
+		return on
+	}
+	type variant struct{ div, sl int }
+	variants := []variant{{12, 256}, {16, 128}, {16, 256}, {24, 96}, {24, 128}, {32, 64}}
 	known, para, synset := querySets(t, glosses, mems)
 	q := make([]float32, dim)
 	cos := make([]float32, n)
@@ -38,7 +85,8 @@ func TestVectorsAlone(t *testing.T) {
 		name string
 		qs   []query
 	}{{"known-item", known}, {"paraphrase", para}, {"synset", synset}} {
-		found, ranks, near, held := 0, 0, 0, 0
+		found, ranks, near := 0, 0, 0
+		held := make([]int, 1+len(variants)) // the whole scan's, then each variant's
 		for _, x := range set.qs {
 			v.Embed(q, x.text)
 			for i := range n {
@@ -58,38 +106,37 @@ func TestVectorsAlone(t *testing.T) {
 				found++
 			}
 			ranks += better
-			if set.name != "known-item" {
-				continue
+			// The five nearest, and which of them each scan keeps.
+			var five search.TopK
+			five.Reset(5)
+			for i, c := range cos {
+				five.Push(uint64(i), float64(c))
 			}
 			sq.Set(q)
 			list.Reset(512)
 			list.Scan(signs, &sq, 0, n)
 			list.Finish(ids)
-			on := map[int32]bool{}
+			kept := []map[int32]bool{{}}
 			for _, s := range list.Slots() {
-				on[s] = true
+				kept[0][s] = true
 			}
-			for i, c := range cos {
-				top := 0
-				for _, d := range cos {
-					if d > c {
-						top++
-						if top == 5 {
-							break
-						}
-					}
-				}
-				if top < 5 {
-					near++
-					if on[int32(i)] {
-						held++
+			for _, va := range variants {
+				kept = append(kept, ivf(q, &sq, &list, va.div, va.sl))
+			}
+			for _, f := range five.Sorted() {
+				near++
+				for j, on := range kept {
+					if on[int32(f.Doc)] {
+						held[j]++
 					}
 				}
 			}
 		}
 		t.Logf("%-10s vectors alone, exact: success@5 %.3f, mean rank of the target %d of %d", set.name, float64(found)/float64(len(set.qs)), ranks/len(set.qs), n)
-		if near > 0 {
-			t.Logf("%-10s the shortlist of 512 by sign holds %.3f of the five nearest by cosine", set.name, float64(held)/float64(near))
+		line := fmt.Sprintf("%-10s of the five nearest by cosine, held by the whole scan's 512 by sign %.3f", set.name, float64(held[0])/float64(near))
+		for j, va := range variants {
+			line += fmt.Sprintf("; clusters, 1/%d and %d: %.3f", va.div, va.sl, float64(held[j+1])/float64(near))
 		}
+		t.Log(line)
 	}
 }
