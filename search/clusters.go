@@ -188,3 +188,6 @@ func normalize(v []float32) bool {
 	}
 	return true
 }
+
+// Centroid is cluster i's centroid, a unit vector; it is not to be changed.
+func (c *Clusters) Centroid(i int) []float32 { return c.centroid(i) }

@@ -3,7 +3,6 @@ package storage
 import (
 	"math"
 	"slices"
-	"unsafe"
 
 	"github.com/memgate/memgate/search"
 )
@@ -14,7 +13,8 @@ import (
 // the background — about the square root of the vectors, on a sample of at
 // most trainSample of them in document order — and assigns every vector to
 // one; until they are ready, searches scan everything as before. A search
-// then scans the signs of the clusters nearest its query until it has seen
+// then scans the residual codes (search.AppendResidual) of the members of
+// the clusters nearest its query until it has seen
 // a probeShare of the vectors. The clusters are trained again when the
 // index has doubled since, and at every load (they are not stored: a load
 // of 100,000 vectors is followed by a few seconds of training on one core).
@@ -78,10 +78,7 @@ func (ix *vecIndex) train(gen uint64, dim, stride int, docs []uint64, rows []byt
 		}
 		return 1
 	})
-	numbers := func(i int32) []int8 {
-		r := rows[int(i)*stride+rowHead : (int(i)+1)*stride]
-		return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(r))), len(r))
-	}
+	numbers := func(i int32) []int8 { return rowNumbers(rows[int(i)*stride : (int(i)+1)*stride]) }
 	n := len(order)
 	take := min(n, trainSample)
 	sample := make([]int8, 0, take*dim)
@@ -115,8 +112,7 @@ func (ix *vecIndex) train(gen uint64, dim, stride int, docs []uint64, rows []byt
 			c = int(assign[j])
 		} else {
 			// Written since the copy.
-			r := ix.rows[i*ix.stride()+rowHead : (i+1)*ix.stride()]
-			c = clusters.Nearest8(unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(r))), len(r)))
+			c = clusters.Nearest8(rowNumbers(ix.rows[i*ix.stride() : (i+1)*ix.stride()]))
 		}
 		ix.join(i, c)
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/memgate/memgate/search"
@@ -24,13 +25,13 @@ func trainNow(t testing.TB, s *Store) {
 }
 
 // checkMembers checks that every vector is a member of exactly one
-// cluster, the one where and whereC say, with its signs.
+// cluster, the one where and whereC say, with its residual code.
 func checkMembers(t *testing.T, ix *vecIndex) {
 	t.Helper()
 	words := search.SignWords(ix.dim)
 	seen := make([]bool, len(ix.docs))
 	for c, m := range ix.members {
-		if len(m.signs) != len(m.slots)*words {
+		if len(m.signs) != len(m.slots)*words || len(m.alpha) != len(m.slots) {
 			t.Fatalf("cluster %d: %d signs for %d members", c, len(m.signs), len(m.slots))
 		}
 		for p, slot := range m.slots {
@@ -41,10 +42,10 @@ func checkMembers(t *testing.T, ix *vecIndex) {
 			if ix.whereC[slot] != int32(c) || ix.where[slot] != int32(p) {
 				t.Fatalf("slot %d: at %d/%d, where says %d/%d", slot, c, p, ix.whereC[slot], ix.where[slot])
 			}
-			for w := range words {
-				if m.signs[p*words+w] != ix.signs[int(slot)*words+w] {
-					t.Fatalf("slot %d: its signs in cluster %d differ from the index's", slot, c)
-				}
+			row := ix.rows[int(slot)*ix.stride() : (int(slot)+1)*ix.stride()]
+			code, alpha := search.AppendResidual(nil, rowNumbers(row), rowScale(row), ix.clusters.Centroid(c))
+			if !slices.Equal(m.signs[p*words:(p+1)*words], code) || m.alpha[p] != alpha {
+				t.Fatalf("slot %d: its code in cluster %d is not its vector's", slot, c)
 			}
 		}
 	}
@@ -137,7 +138,7 @@ func TestSmallIndexIsScannedWhole(t *testing.T) {
 
 // BenchmarkSemanticScanClustered is BenchmarkSemanticScan once the index
 // is clustered: the clusters nearest the query until a sixteenth of the
-// vectors, their signs, the exact scores of 128.
+// vectors, their residual codes, the exact scores of 128.
 func BenchmarkSemanticScanClustered(b *testing.B) {
 	s, queries := randomIndex(100000, 100)
 	trainNow(b, s)

@@ -286,11 +286,12 @@ type vecIndex struct {
 	trainers sync.WaitGroup
 }
 
-// clusterMembers are the vectors of one cluster: their slots, and their signs
-// one after the other.
+// clusterMembers are the vectors of one cluster: their slots, and their
+// residual codes (search.AppendResidual) one after the other.
 type clusterMembers struct {
 	slots []int32
 	signs []uint64
+	alpha []float32
 }
 
 // apply records a committed transaction's vectors.
@@ -343,10 +344,14 @@ func appendRow(dst []byte, doc uint64, v *storedVector) []byte {
 // rowCosine is the cosine of query with the vector of row, and the row's
 // document.
 func rowCosine(query []float32, row []byte) (float64, uint64) {
-	doc := binary.LittleEndian.Uint64(row)
-	scale := math.Float32frombits(binary.LittleEndian.Uint32(row[8:]))
-	q := unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(row[rowHead:]))), len(row)-rowHead)
-	return float64(search.Dot8(query, q) * scale), doc
+	return float64(search.Dot8(query, rowNumbers(row)) * rowScale(row)), binary.LittleEndian.Uint64(row)
+}
+
+// rowScale and rowNumbers are the scale and the quantised numbers of row.
+func rowScale(row []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(row[8:])) }
+
+func rowNumbers(row []byte) []int8 {
+	return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(row[rowHead:]))), len(row)-rowHead)
 }
 
 func (ix *vecIndex) add(doc uint64, v *storedVector) {
@@ -373,11 +378,13 @@ func (ix *vecIndex) add(doc uint64, v *storedVector) {
 
 // join makes slot i a member of cluster c.
 func (ix *vecIndex) join(i, c int) {
-	words := search.SignWords(ix.dim)
 	m := &ix.members[c]
 	ix.where[i], ix.whereC[i] = int32(len(m.slots)), int32(c)
 	m.slots = append(m.slots, int32(i))
-	m.signs = append(m.signs, ix.signs[i*words:(i+1)*words]...)
+	row := ix.rows[i*ix.stride() : (i+1)*ix.stride()]
+	var alpha float32
+	m.signs, alpha = search.AppendResidual(m.signs, rowNumbers(row), rowScale(row), ix.clusters.Centroid(c))
+	m.alpha = append(m.alpha, alpha)
 }
 
 // leave takes slot i out of its cluster, moving the cluster's last member
@@ -390,9 +397,10 @@ func (ix *vecIndex) leave(i int) {
 		moved := m.slots[last]
 		m.slots[p] = moved
 		copy(m.signs[p*words:(p+1)*words], m.signs[last*words:])
+		m.alpha[p] = m.alpha[last]
 		ix.where[moved] = int32(p)
 	}
-	m.slots, m.signs = m.slots[:last], m.signs[:last*words]
+	m.slots, m.signs, m.alpha = m.slots[:last], m.signs[:last*words], m.alpha[:last]
 }
 
 // remove moves the last vector into doc's place.
@@ -527,13 +535,14 @@ const shortlistSize = 512
 
 // scanState is a scan's memory, pooled: a search allocates none of it.
 type scanState struct {
-	list    search.Shortlist
-	top     search.TopK
-	query   search.SignQuery
-	order   []int32   // the clusters, nearest the query first
-	scores  []float32 // their dot products with it
-	parts   []search.Part
-	touched byte // what reading rows ahead read, kept so it is not optimised away
+	list     search.Shortlist
+	top      search.TopK
+	query    search.SignQuery
+	order    []int32   // the clusters, nearest the query first
+	scores   []float32 // their dot products with it
+	parts    []search.ResidualPart
+	residual search.ResidualQuery
+	touched  byte // what reading rows ahead read, kept so it is not optimised away
 }
 
 var scanStates = sync.Pool{New: func() any { return new(scanState) }}
@@ -567,12 +576,13 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		st.parts = st.parts[:0]
 		for _, c := range st.order {
 			m := &ix.members[c]
-			st.parts = append(st.parts, search.Part{Signs: m.signs, Slots: m.slots})
+			st.parts = append(st.parts, search.ResidualPart{Signs: m.signs, Alpha: m.alpha, Slots: m.slots, Base: st.scores[c]})
 			if seen += len(m.slots); seen >= want {
 				break
 			}
 		}
-		list.ScanParts(st.parts, &st.query)
+		st.residual.Set(query)
+		list.ScanResiduals(st.parts, &st.residual)
 	}
 	list.Finish(ix.docs)
 	st.top.Reset(k)

@@ -26,10 +26,11 @@ func TestVectorsAlone(t *testing.T) {
 	docs := make([]float32, n*dim)
 	var signs []uint64
 	all8 := make([]int8, 0, n*dim)
+	scales := make([]float32, n)
 	for i, m := range mems {
 		d := docs[i*dim : (i+1)*dim]
 		v.Embed(d, m.Text)
-		all8, _ = search.Quantize(all8, d)
+		all8, scales[i] = search.Quantize(all8, d)
 		signs = search.AppendSigns(signs, all8[i*dim:])
 	}
 	// The clusters as a store of n vectors trains them (storage/clusters.go):
@@ -45,28 +46,45 @@ func TestVectorsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	parts := make([]search.Part, k)
+	rparts := make([]search.ResidualPart, k)
 	for i := range n {
-		c := clusters.Nearest8(all8[i*dim : (i+1)*dim])
+		x := all8[i*dim : (i+1)*dim]
+		c := clusters.Nearest8(x)
 		parts[c].Slots = append(parts[c].Slots, int32(i))
 		parts[c].Signs = append(parts[c].Signs, signs[2*i:2*i+2]...)
+		var alpha float32
+		rp := &rparts[c]
+		rp.Slots = append(rp.Slots, int32(i))
+		rp.Signs, alpha = search.AppendResidual(rp.Signs, x, scales[i], clusters.Centroid(c))
+		rp.Alpha = append(rp.Alpha, alpha)
 	}
+	var rq search.ResidualQuery
+	var rprobed []search.ResidualPart
 	// ivf is what a clustered scan keeps: the slots of the shortlist of sl
 	// of the nearest clusters up to n/div vectors.
 	var order []int32
 	var scores []float32
 	var probed []search.Part
-	ivf := func(query []float32, sq *search.SignQuery, list *search.Shortlist, div, sl int) map[int32]bool {
+	ivf := func(query []float32, sq *search.SignQuery, list *search.Shortlist, div, sl int, residual bool) map[int32]bool {
 		order, scores = clusters.Rank(order, scores, query)
-		probed = probed[:0]
+		probed, rprobed = probed[:0], rprobed[:0]
 		seen := 0
 		for _, c := range order {
 			probed = append(probed, parts[c])
+			rp := rparts[c]
+			rp.Base = scores[c]
+			rprobed = append(rprobed, rp)
 			if seen += len(parts[c].Slots); seen >= n/div {
 				break
 			}
 		}
 		list.Reset(sl)
-		list.ScanParts(probed, sq)
+		if residual {
+			rq.Set(query)
+			list.ScanResiduals(rprobed, &rq)
+		} else {
+			list.ScanParts(probed, sq)
+		}
 		list.Finish(ids)
 		on := map[int32]bool{}
 		for _, s := range list.Slots() {
@@ -74,8 +92,11 @@ func TestVectorsAlone(t *testing.T) {
 		}
 		return on
 	}
-	type variant struct{ div, sl int }
-	variants := []variant{{12, 256}, {16, 128}, {16, 256}, {24, 96}, {24, 128}, {32, 64}}
+	type variant struct {
+		div, sl  int
+		residual bool
+	}
+	variants := []variant{{16, 1 << 20, false}, {16, 128, false}, {16, 128, true}, {16, 64, true}, {24, 64, true}, {12, 128, true}}
 	known, para, synset := querySets(t, glosses, mems)
 	q := make([]float32, dim)
 	cos := make([]float32, n)
@@ -121,7 +142,7 @@ func TestVectorsAlone(t *testing.T) {
 				kept[0][s] = true
 			}
 			for _, va := range variants {
-				kept = append(kept, ivf(q, &sq, &list, va.div, va.sl))
+				kept = append(kept, ivf(q, &sq, &list, va.div, va.sl, va.residual))
 			}
 			for _, f := range five.Sorted() {
 				near++
@@ -135,7 +156,11 @@ func TestVectorsAlone(t *testing.T) {
 		t.Logf("%-10s vectors alone, exact: success@5 %.3f, mean rank of the target %d of %d", set.name, float64(found)/float64(len(set.qs)), ranks/len(set.qs), n)
 		line := fmt.Sprintf("%-10s of the five nearest by cosine, held by the whole scan's 512 by sign %.3f", set.name, float64(held[0])/float64(near))
 		for j, va := range variants {
-			line += fmt.Sprintf("; clusters, 1/%d and %d: %.3f", va.div, va.sl, float64(held[j+1])/float64(near))
+			kind := "signs"
+			if va.residual {
+				kind = "residuals"
+			}
+			line += fmt.Sprintf("; clusters, 1/%d and %d by %s: %.3f", va.div, va.sl, kind, float64(held[j+1])/float64(near))
 		}
 		t.Log(line)
 	}
