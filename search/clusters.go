@@ -38,26 +38,39 @@ func (c *Clusters) Nearest8(q []int8) int {
 	return at
 }
 
-// Rank appends to dst the clusters, nearest to query first (of equal dot
-// products the lower cluster first), using scores as scratch; it returns
-// dst and scores for reuse.
-func (c *Clusters) Rank(dst []int32, scores []float32, query []float32) ([]int32, []float32) {
-	scores = scores[:0]
-	dst = dst[:0]
+// A Probe is the clusters in the order a query probes them, with the
+// scratch that ordering needs; it is reused by Rank, which then allocates
+// nothing.
+type Probe struct {
+	Order  []int32   // the clusters, nearest the query first
+	Scores []float32 // the query's dot product with each cluster's centroid, by cluster
+	keys   []uint64
+}
+
+// Rank orders the clusters for query in p: the nearest first, and of equal
+// dot products the lower cluster first.
+func (c *Clusters) Rank(p *Probe, query []float32) {
+	p.Scores, p.keys, p.Order = p.Scores[:0], p.keys[:0], p.Order[:0]
 	for i := range c.K() {
-		scores = append(scores, dotf(c.centroid(i), query))
-		dst = append(dst, int32(i))
+		d := dotf(c.centroid(i), query)
+		p.Scores = append(p.Scores, d)
+		// Sorting the keys ascending puts the largest score first, then
+		// the lower cluster: no comparison function to call.
+		p.keys = append(p.keys, uint64(^orderedBits(d))<<32|uint64(i))
 	}
-	slices.SortFunc(dst, func(a, b int32) int {
-		if scores[a] != scores[b] {
-			if scores[a] > scores[b] {
-				return -1
-			}
-			return 1
-		}
-		return int(a - b)
-	})
-	return dst, scores
+	slices.Sort(p.keys)
+	for _, k := range p.keys {
+		p.Order = append(p.Order, int32(uint32(k)))
+	}
+}
+
+// orderedBits maps a float32 to a uint32 of the same order.
+func orderedBits(f float32) uint32 {
+	b := math.Float32bits(f)
+	if b&(1<<31) != 0 {
+		return ^b
+	}
+	return b | 1<<31
 }
 
 func dotf(a, b []float32) float32 {

@@ -79,9 +79,14 @@ func TestTrainClustersOfFewVectorsAndStopped(t *testing.T) {
 
 func TestRankPutsTheNearestClusterFirstAndTiesInOrder(t *testing.T) {
 	c := &Clusters{dim: 2, cent: []float32{1, 0, 0, 1, 0, 1, -1, 0}}
-	order, _ := c.Rank(nil, nil, []float32{0, 1})
-	if !slices.Equal(order, []int32{1, 2, 0, 3}) {
-		t.Fatalf("order %v, want [1 2 0 3]", order)
+	var p Probe
+	c.Rank(&p, []float32{0, 1})
+	if !slices.Equal(p.Order, []int32{1, 2, 0, 3}) || !slices.Equal(p.Scores, []float32{0, 1, 1, 0}) {
+		t.Fatalf("order %v, scores %v; want [1 2 0 3] and [0 1 1 0]", p.Order, p.Scores)
+	}
+	c.Rank(&p, []float32{-1, -0.5})
+	if !slices.Equal(p.Order, []int32{3, 1, 2, 0}) {
+		t.Fatalf("order %v, want [3 1 2 0] (negative dot products)", p.Order)
 	}
 }
 

@@ -81,9 +81,10 @@ func TestScanResidualsUnrolledKeepsWhatEstimateKeeps(t *testing.T) {
 		query[j] = float32(q8[7*dim+j])
 	}
 	Normalise(query)
-	_, scores := c.Rank(nil, nil, query)
+	var probe Probe
+	c.Rank(&probe, query)
 	for k := range parts {
-		parts[k].Base = scores[k]
+		parts[k].Base = probe.Scores[k]
 	}
 	var q ResidualQuery
 	q.Set(query)

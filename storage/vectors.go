@@ -538,8 +538,7 @@ type scanState struct {
 	list     search.Shortlist
 	top      search.TopK
 	query    search.SignQuery
-	order    []int32   // the clusters, nearest the query first
-	scores   []float32 // their dot products with it
+	probe    search.Probe // the clusters, nearest the query first
 	parts    []search.ResidualPart
 	residual search.ResidualQuery
 	touched  byte // what reading rows ahead read, kept so it is not optimised away
@@ -564,19 +563,19 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	}
 	st := scanStates.Get().(*scanState)
 	defer scanStates.Put(st)
-	st.query.Set(query)
 	list := &st.list
 	if ix.clusters == nil {
+		st.query.Set(query)
 		list.Reset(shortlistSize)
 		list.Scan(ix.signs, &st.query, 0, len(ix.docs))
 	} else {
 		list.Reset(clusteredShortlist)
-		st.order, st.scores = ix.clusters.Rank(st.order, st.scores, query)
+		ix.clusters.Rank(&st.probe, query)
 		want, seen := probeWant(len(ix.docs)), 0
 		st.parts = st.parts[:0]
-		for _, c := range st.order {
+		for _, c := range st.probe.Order {
 			m := &ix.members[c]
-			st.parts = append(st.parts, search.ResidualPart{Signs: m.signs, Alpha: m.alpha, Slots: m.slots, Base: st.scores[c]})
+			st.parts = append(st.parts, search.ResidualPart{Signs: m.signs, Alpha: m.alpha, Slots: m.slots, Base: st.probe.Scores[c]})
 			if seen += len(m.slots); seen >= want {
 				break
 			}

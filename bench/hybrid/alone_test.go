@@ -62,17 +62,16 @@ func TestVectorsAlone(t *testing.T) {
 	var rprobed []search.ResidualPart
 	// ivf is what a clustered scan keeps: the slots of the shortlist of sl
 	// of the nearest clusters up to n/div vectors.
-	var order []int32
-	var scores []float32
+	var probe search.Probe
 	var probed []search.Part
 	ivf := func(query []float32, sq *search.SignQuery, list *search.Shortlist, div, sl int, residual bool) map[int32]bool {
-		order, scores = clusters.Rank(order, scores, query)
+		clusters.Rank(&probe, query)
 		probed, rprobed = probed[:0], rprobed[:0]
 		seen := 0
-		for _, c := range order {
+		for _, c := range probe.Order {
 			probed = append(probed, parts[c])
 			rp := rparts[c]
-			rp.Base = scores[c]
+			rp.Base = probe.Scores[c]
 			rprobed = append(rprobed, rp)
 			if seen += len(parts[c].Slots); seen >= n/div {
 				break
