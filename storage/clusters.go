@@ -18,8 +18,9 @@ import (
 // a probeShare of the vectors. The clusters are trained again when the
 // index has doubled since, and at every load (they are not stored: a load
 // of 100,000 vectors is followed by a few seconds of training on one core).
+var clusterMin = 16384 // a variable for tests
+
 const (
-	clusterMin   = 16384
 	trainSample  = 16384
 	trainRounds  = 10
 	minClusters  = 64

@@ -2,8 +2,13 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/memgate/memgate"
 
 	"github.com/memgate/memgate/search"
 )
@@ -73,10 +78,10 @@ func TestClusteredIndexFindsEachVectorAndStaysInStep(t *testing.T) {
 	}
 	// Forget some, write some, and replace the vector of others: the
 	// clusters follow, and a replaced vector is found under its new value.
-	for doc := uint64(1); doc <= clusterMin; doc += 7 {
+	for doc := uint64(1); doc <= uint64(clusterMin); doc += 7 {
 		ix.remove(doc)
 	}
-	for doc := uint64(clusterMin + 1); doc <= clusterMin+500; doc++ {
+	for doc := uint64(clusterMin + 1); doc <= uint64(clusterMin)+500; doc++ {
 		ix.add(doc, vectorOf(queries[int(doc)%len(queries)], "m"))
 	}
 	moved := queries[3]
@@ -148,4 +153,48 @@ func BenchmarkSemanticScanClustered(b *testing.B) {
 		s.semanticScan(queries[i%len(queries)], 66, 1<<62)
 		i++
 	}
+}
+
+// A store past the bound trains its clusters in the background and keeps
+// answering: hybrid searches find by meaning before and after, a forgotten
+// memory is not found, a new one is, and closing the store ends a training.
+func TestStoreClustersItsVectorsAndKeepsAnswering(t *testing.T) {
+	defer SetClusterMin(64)()
+	s := openTest(t, func(o *Options) { o.Embedder = fixture(t) })
+	topics := []string{"new car bought in spring", "the doctor said my blood pressure", "a cabin by the lake for the holiday", "the invoice payment and its price"}
+	var car memgate.Memory
+	for i := range 200 {
+		m := put(t, s, memgate.Write{Text: fmt.Sprintf("%s, note %d", topics[i%len(topics)], i)})
+		if i == 0 {
+			car = m
+		}
+	}
+	for began := time.Now(); !s.Clustered(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 30*time.Second {
+			t.Fatal("200 vectors past a bound of 64 were not clustered")
+		}
+	}
+	checkMembers(t, &s.vecs)
+	res := search1(t, s, memgate.Query{Text: "automobile", Limit: 50})
+	if res.Receipt.RetrievalMode != memgate.RetrievalHybrid || len(res.Hits) == 0 {
+		t.Fatalf("a clustered hybrid search: mode %q, %d hits", res.Receipt.RetrievalMode, len(res.Hits))
+	}
+	for _, h := range res.Hits {
+		if !strings.Contains(h.Text, "car") {
+			t.Fatalf("%q found for automobile", h.Text)
+		}
+	}
+	if err := s.Delete(context.Background(), car.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh := put(t, s, memgate.Write{Text: "a new automobile"})
+	res = search1(t, s, memgate.Query{Text: "automobile", Limit: 100})
+	seen := map[string]bool{}
+	for _, h := range res.Hits {
+		seen[h.ID] = true
+	}
+	if seen[car.ID] || !seen[fresh.ID] {
+		t.Fatalf("after a forget and a write: forgotten found %v, new found %v", seen[car.ID], seen[fresh.ID])
+	}
+	checkMembers(t, &s.vecs)
 }

@@ -23,3 +23,11 @@ func SetMaxSnapshotBytes(n int64) func() {
 	maxSnapshotBytes = n
 	return func() { maxSnapshotBytes = old }
 }
+
+// SetClusterMin sets how many vectors a store holds before it clusters
+// them, and returns what puts it back.
+func SetClusterMin(n int) func() {
+	old := clusterMin
+	clusterMin = n
+	return func() { clusterMin = old }
+}
