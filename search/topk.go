@@ -95,7 +95,14 @@ func (t *TopK) Min() (float64, bool) {
 // unchanged and can take more pushes.
 func (t *TopK) Sorted() []Scored {
 	out := slices.Clone(t.heap)
-	slices.SortFunc(out, func(a, b Scored) int {
+	SortScored(out)
+	return out
+}
+
+// SortScored sorts xs best first, as TopK.Sorted orders what it keeps: the
+// higher score, then the larger document.
+func SortScored(xs []Scored) {
+	slices.SortFunc(xs, func(a, b Scored) int {
 		if better(a, b) {
 			return -1
 		}
@@ -104,5 +111,4 @@ func (t *TopK) Sorted() []Scored {
 		}
 		return 0
 	})
-	return out
 }

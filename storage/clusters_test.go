@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -197,4 +198,28 @@ func TestStoreClustersItsVectorsAndKeepsAnswering(t *testing.T) {
 		t.Fatalf("after a forget and a write: forgotten found %v, new found %v", seen[car.ID], seen[fresh.ID])
 	}
 	checkMembers(t, &s.vecs)
+}
+
+// A memory BM25 ranks joins the semantic list with its exact cosine when
+// the scan missed it, in its place; one already there, or below the floor,
+// is not added again.
+func TestLexicalCandidatesJoinTheSemanticList(t *testing.T) {
+	s, queries := randomIndex(2000, 16)
+	q := queries[3]
+	near := s.semanticScan(q, 10, 1<<62)
+	if len(near) < 3 {
+		t.Fatalf("%d near", len(near))
+	}
+	missed := near[1]
+	short := slices.Delete(slices.Clone(near), 1, 2)
+	far := uint64(0)
+	for doc := uint64(1); doc <= 2000 && far == 0; doc++ {
+		if c, _ := s.cosine(doc, q); c < search.CosineFloor {
+			far = doc
+		}
+	}
+	got := s.withCosines(short, []search.Scored{{Doc: near[0].Doc}, {Doc: missed.Doc}, {Doc: far}}, q)
+	if len(got) != len(near) || got[1].Doc != missed.Doc || math.Abs(got[1].Score-missed.Score) > 1e-9 {
+		t.Fatalf("joined %v, want %v", got, near)
+	}
 }

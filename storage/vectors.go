@@ -620,6 +620,39 @@ func (s *Store) cosine(doc uint64, query []float32) (float64, bool) {
 	return c, true
 }
 
+// withCosines adds to near, the scan's nearest documents best first, the
+// documents of lexical it lacks, each with its exact cosine (at or above
+// search.CosineFloor), and sorts it again. The scan of a clustered index is
+// approximate: a memory BM25 ranks can be missing from its list though as
+// near as those it holds, and would then get no semantic rank while the
+// memories around it do.
+func (s *Store) withCosines(near, lexical []search.Scored, query []float32) []search.Scored {
+	ix := &s.vecs
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if len(query) != ix.dim {
+		return near
+	}
+	added := false
+	for _, l := range lexical {
+		if slices.ContainsFunc(near, func(n search.Scored) bool { return n.Doc == l.Doc }) {
+			continue
+		}
+		i, ok := ix.slot[l.Doc]
+		if !ok {
+			continue
+		}
+		if c, _ := rowCosine(query, ix.rows[i*ix.stride():(i+1)*ix.stride()]); c >= search.CosineFloor {
+			near = append(near, search.Scored{Doc: l.Doc, Score: c})
+			added = true
+		}
+	}
+	if added {
+		search.SortScored(near)
+	}
+	return near
+}
+
 // catchUpBatch is how many memories the catch-up embeds at a time.
 const catchUpBatch = 32
 
@@ -854,6 +887,9 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 				break
 			}
 		}
+	}
+	if len(near) > 0 && len(lexical) > 0 {
+		near = s.withCosines(near, lexical, hy.vec)
 	}
 	var keep func(uint64) (bool, error)
 	if f != nil {
