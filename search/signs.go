@@ -136,43 +136,6 @@ func (s *Shortlist) Scan(signs []uint64, query *SignQuery, lo, hi int) {
 	}
 }
 
-// A Part is a run of vectors offered to a Shortlist together: their signs
-// one after the other (SignWords words a vector) and the slot of each.
-type Part struct {
-	Signs []uint64
-	Slots []int32
-}
-
-// ScanParts offers the vectors of parts to s, once after Reset, as Scan
-// does: when they are many, a sample of them (one in sampleEvery of each
-// part) first sets the distance beyond which none is taken.
-func (s *Shortlist) ScanParts(parts []Part, query *SignQuery) {
-	n := 0
-	for _, p := range parts {
-		n += len(p.Slots)
-	}
-	if n >= 4*sampleEvery*s.want {
-		var h [maxDistance + 1]int32
-		for _, p := range parts {
-			sample(&h, p.Signs, query, 0, len(p.Slots))
-		}
-		s.limit = s.sampleCut(&h)
-	}
-	s.scanParts(parts, query)
-	if len(s.slots) < s.want && s.limit < maxDistance {
-		s.Reset(s.want)
-		s.scanParts(parts, query)
-	}
-}
-
-func (s *Shortlist) scanParts(parts []Part, query *SignQuery) {
-	for _, p := range parts {
-		s.of = p.Slots
-		s.scan(p.Signs, query, 0, len(p.Slots))
-	}
-	s.of = nil
-}
-
 // sampleLimit is the distance at which the sample's count reaches twice
 // its share of want.
 func (s *Shortlist) sampleLimit(signs []uint64, query *SignQuery, lo, hi int) int {

@@ -45,13 +45,10 @@ func TestVectorsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := make([]search.Part, k)
 	rparts := make([]search.ResidualPart, k)
 	for i := range n {
 		x := all8[i*dim : (i+1)*dim]
 		c := clusters.Nearest8(x)
-		parts[c].Slots = append(parts[c].Slots, int32(i))
-		parts[c].Signs = append(parts[c].Signs, signs[2*i:2*i+2]...)
 		var alpha float32
 		rp := &rparts[c]
 		rp.Slots = append(rp.Slots, int32(i))
@@ -63,27 +60,21 @@ func TestVectorsAlone(t *testing.T) {
 	// ivf is what a clustered scan keeps: the slots of the shortlist of sl
 	// of the nearest clusters up to n/div vectors.
 	var probe search.Probe
-	var probed []search.Part
-	ivf := func(query []float32, sq *search.SignQuery, list *search.Shortlist, div, sl int, residual bool) map[int32]bool {
+	ivf := func(query []float32, list *search.Shortlist, div, sl int) map[int32]bool {
 		clusters.Rank(&probe, query)
-		probed, rprobed = probed[:0], rprobed[:0]
+		rprobed = rprobed[:0]
 		seen := 0
 		for _, c := range probe.Order {
-			probed = append(probed, parts[c])
 			rp := rparts[c]
 			rp.Base = probe.Scores[c]
 			rprobed = append(rprobed, rp)
-			if seen += len(parts[c].Slots); seen >= n/div {
+			if seen += len(rp.Slots); seen >= n/div {
 				break
 			}
 		}
 		list.Reset(sl)
-		if residual {
-			rq.Set(query)
-			list.ScanResiduals(rprobed, &rq)
-		} else {
-			list.ScanParts(probed, sq)
-		}
+		rq.Set(query)
+		list.ScanResiduals(rprobed, &rq)
 		list.Finish(ids)
 		on := map[int32]bool{}
 		for _, s := range list.Slots() {
@@ -91,11 +82,8 @@ func TestVectorsAlone(t *testing.T) {
 		}
 		return on
 	}
-	type variant struct {
-		div, sl  int
-		residual bool
-	}
-	variants := []variant{{16, 1 << 20, false}, {16, 128, false}, {16, 128, true}, {16, 64, true}, {24, 64, true}, {12, 128, true}}
+	type variant struct{ div, sl int }
+	variants := []variant{{16, 1 << 20}, {16, 128}, {16, 64}, {24, 64}, {12, 128}}
 	known, para, synset := querySets(t, glosses, mems)
 	q := make([]float32, dim)
 	cos := make([]float32, n)
@@ -141,7 +129,7 @@ func TestVectorsAlone(t *testing.T) {
 				kept[0][s] = true
 			}
 			for _, va := range variants {
-				kept = append(kept, ivf(q, &sq, &list, va.div, va.sl, va.residual))
+				kept = append(kept, ivf(q, &list, va.div, va.sl))
 			}
 			for _, f := range five.Sorted() {
 				near++
@@ -155,11 +143,7 @@ func TestVectorsAlone(t *testing.T) {
 		t.Logf("%-10s vectors alone, exact: success@5 %.3f, mean rank of the target %d of %d", set.name, float64(found)/float64(len(set.qs)), ranks/len(set.qs), n)
 		line := fmt.Sprintf("%-10s of the five nearest by cosine, held by the whole scan's 512 by sign %.3f", set.name, float64(held[0])/float64(near))
 		for j, va := range variants {
-			kind := "signs"
-			if va.residual {
-				kind = "residuals"
-			}
-			line += fmt.Sprintf("; clusters, 1/%d and %d by %s: %.3f", va.div, va.sl, kind, float64(held[j+1])/float64(near))
+			line += fmt.Sprintf("; clusters, 1/%d and %d: %.3f", va.div, va.sl, float64(held[j+1])/float64(near))
 		}
 		t.Log(line)
 	}

@@ -1,6 +1,7 @@
 package hybrid
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -107,16 +108,6 @@ func synsetParaphrase(text string, byEntry map[string]corpus.Gloss) string {
 		}
 	}
 	return strings.Join(out, " ")
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 type query struct {
@@ -308,8 +299,8 @@ func TestHybridFigures(t *testing.T) {
 		t.Logf("%-10s success@5 lexical %.3f hybrid %.3f | p50 lexical %v hybrid %v (%.2fx; rounds %.2f–%.2fx) | p99 lexical %v hybrid %v",
 			set.name, rs[0].ls, rs[0].hs, dur(func(f figures) time.Duration { return f.lp50 }), dur(func(f figures) time.Duration { return f.hp50 }),
 			med(func(f figures) float64 { return f.ratio }),
-			slices.MinFunc(rs, func(a, b figures) int { return cmpFloat(a.ratio, b.ratio) }).ratio,
-			slices.MaxFunc(rs, func(a, b figures) int { return cmpFloat(a.ratio, b.ratio) }).ratio,
+			slices.MinFunc(rs, func(a, b figures) int { return cmp.Compare(a.ratio, b.ratio) }).ratio,
+			slices.MaxFunc(rs, func(a, b figures) int { return cmp.Compare(a.ratio, b.ratio) }).ratio,
 			dur(func(f figures) time.Duration { return f.lp99 }), dur(func(f figures) time.Duration { return f.hp99 }))
 	}
 
