@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,4 +223,54 @@ func TestLexicalCandidatesJoinTheSemanticList(t *testing.T) {
 	if len(got) != len(near) || got[1].Doc != missed.Doc || math.Abs(got[1].Score-missed.Score) > 1e-9 {
 		t.Fatalf("joined %v, want %v", got, near)
 	}
+}
+
+// Writers, forgets and hybrid searches go on while the clusters train and
+// after: every search answers, and the clusters stay in step with the
+// index (run under -race by make test).
+func TestClustersTrainWhileTheStoreIsBusy(t *testing.T) {
+	defer SetClusterMin(64)()
+	s := openTest(t, func(o *Options) { o.Embedder = fixture(t) })
+	ctx := context.Background()
+	words := []string{"car", "doctor", "holiday", "invoice", "lake", "payment", "automobile", "physician"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 150 {
+				m, _, err := s.Put(ctx, memgate.Write{Text: fmt.Sprintf("%s and %s, %d/%d", words[i%8], words[(i+w)%8], w, i)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if i%10 == 0 {
+					if err := s.Delete(ctx, m.ID, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 300 {
+			if _, err := s.Search(ctx, memgate.Query{Text: words[i%8], Limit: 10}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for began := time.Now(); !s.Clustered(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 30*time.Second {
+			t.Fatal("not clustered")
+		}
+	}
+	s.vecs.mu.RLock()
+	checkMembers(t, &s.vecs)
+	s.vecs.mu.RUnlock()
 }
