@@ -134,7 +134,7 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 // long query (a 64 KiB topic) costs its first words, not its length.
 func queryTerms(text string) []string {
 	const piece = 1024
-	out := make([]string, 0, maxQueryTerms)
+	out := make([]string, 0, 8) // a query's few words, not the most it may have
 	var buf []string
 	for read := 0; text != "" && len(out) < maxQueryTerms && read < maxQueryBytes; {
 		n := len(text)
