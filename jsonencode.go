@@ -34,6 +34,41 @@ func (h Hit) AppendJSON(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+// AppendJSON appends r as JSON, as Memory.AppendJSON does: a search answer
+// is written whole by hand, and its receipt is part of it.
+func (r Receipt) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"retrieval_mode":`...)
+	dst = appendString(dst, r.RetrievalMode)
+	if r.EmbeddingModel != "" {
+		dst = append(dst, `,"embedding_model":`...)
+		dst = appendString(dst, r.EmbeddingModel)
+	}
+	if r.EmbeddingVersion != "" {
+		dst = append(dst, `,"embedding_version":`...)
+		dst = appendString(dst, r.EmbeddingVersion)
+	}
+	if r.SemanticFallback != "" {
+		dst = append(dst, `,"semantic_fallback":`...)
+		dst = appendString(dst, r.SemanticFallback)
+	}
+	dst = append(dst, `,"candidates":`...)
+	dst = strconv.AppendInt(dst, int64(r.Candidates), 10)
+	if r.Truncated {
+		dst = append(dst, `,"truncated":true`...)
+	}
+	if len(r.Namespaces) > 0 {
+		dst = append(dst, `,"namespaces":[`...)
+		for i, ns := range r.Namespaces {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, ns)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
 // appendFields appends m's fields, without the braces around them.
 func (m Memory) appendFields(dst []byte) []byte {
 	dst = append(dst, `"id":`...)
@@ -187,12 +222,26 @@ func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s,
 // escaping on: as appendString, and < > & as \u00XX.
 func AppendHTMLString(dst []byte, s string) []byte { return appendJSONString(dst, s, true) }
 
+// plainBytes and plainHTMLBytes are the ASCII bytes a JSON string writes as
+// themselves, without and with HTML escaping.
+var plainBytes, plainHTMLBytes = func() (plain, plainHTML [utf8.RuneSelf]bool) {
+	for b := range utf8.RuneSelf {
+		plain[b] = b >= 0x20 && b != '"' && b != '\\'
+		plainHTML[b] = plain[b] && b != '<' && b != '>' && b != '&'
+	}
+	return plain, plainHTML
+}()
+
 func appendJSONString(dst []byte, s string, html bool) []byte {
+	safe := &plainBytes
+	if html {
+		safe = &plainHTMLBytes
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && !(html && (b == '<' || b == '>' || b == '&')) {
+			if safe[b] {
 				i++
 				continue
 			}

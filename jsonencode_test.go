@@ -32,10 +32,12 @@ func TestAppendJSONKnowsEveryField(t *testing.T) {
 	wantMemory := []string{"ID", "Text", "Bytes", "Title", "Tags", "Metadata", "CreatedAt", "UpdatedAt", "Version",
 		"ExpiresAt", "Source", "Namespace"}
 	wantHit := []string{"Memory", "Score", "LexicalScore", "SemanticScore"}
+	wantReceipt := []string{"RetrievalMode", "EmbeddingModel", "EmbeddingVersion", "SemanticFallback", "Candidates",
+		"Truncated", "Namespaces"}
 	for _, c := range []struct {
 		v    any
 		want []string
-	}{{memgate.Memory{}, wantMemory}, {memgate.Hit{}, wantHit}} {
+	}{{memgate.Memory{}, wantMemory}, {memgate.Hit{}, wantHit}, {memgate.Receipt{}, wantReceipt}} {
 		typ := reflect.TypeOf(c.v)
 		var got []string
 		for i := range typ.NumField() {
@@ -84,6 +86,38 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			if got, want := h.AppendJSON([]byte("prefix")), append([]byte("prefix"), stdJSON(t, h)...); !bytes.Equal(got, want) {
 				t.Fatalf("hit %d:\n got %s\nwant %s", i, got, want)
 			}
+		}
+	}
+}
+
+func TestReceiptAppendJSONMatchesEncodingJSON(t *testing.T) {
+	cases := []memgate.Receipt{
+		{},
+		{RetrievalMode: memgate.RetrievalLexical, Candidates: 4180},
+		{RetrievalMode: memgate.RetrievalHybrid, EmbeddingModel: "m", EmbeddingVersion: "v1", Candidates: -1, Truncated: true,
+			Namespaces: []string{"proj", "global"}},
+		{RetrievalMode: memgate.RetrievalLexical, SemanticFallback: "embedder_unavailable", Namespaces: []string{}},
+	}
+	for _, s := range nastyStrings {
+		cases = append(cases, memgate.Receipt{RetrievalMode: s, EmbeddingModel: s, EmbeddingVersion: s, SemanticFallback: s,
+			Namespaces: []string{s, s}})
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		m := randomMemory(r)
+		rc := memgate.Receipt{RetrievalMode: m.ID, Candidates: r.IntN(1 << 20), Truncated: r.IntN(2) == 0}
+		if r.IntN(2) == 0 {
+			rc.EmbeddingModel, rc.EmbeddingVersion = m.Text, m.Title
+		}
+		if r.IntN(3) == 0 {
+			rc.SemanticFallback = m.Text
+		}
+		rc.Namespaces = m.Tags
+		cases = append(cases, rc)
+	}
+	for i, rc := range cases {
+		if got, want := rc.AppendJSON([]byte("x")), append([]byte("x"), stdJSON(t, rc)...); !bytes.Equal(got, want) {
+			t.Fatalf("receipt %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 }

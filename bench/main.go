@@ -9,6 +9,7 @@
 //	go run . suite -smoke        # scenarios S1-S8 over MCP, against the peers
 //	go run . hostile -smoke      # the costliest legal calls
 //	go run . coldopen            # the first search of a cold small store
+//	go run . hot -memgate BIN    # a search over stdio against a noop call
 //	go run . view -smoke         # search through a view of two namespaces
 //	go run . FAMILY -h           # a family's flags
 //
@@ -26,6 +27,7 @@ import (
 	"github.com/memgate/memgate/bench/coldopen"
 	"github.com/memgate/memgate/bench/engine"
 	"github.com/memgate/memgate/bench/hostile"
+	"github.com/memgate/memgate/bench/hot"
 	"github.com/memgate/memgate/bench/pool"
 	"github.com/memgate/memgate/bench/suite"
 	"github.com/memgate/memgate/bench/view"
@@ -42,6 +44,7 @@ var families = map[string]family{
 	"pool":     {pool.Main, "the tenants pool under namespace churn, against every store open"},
 	"suite":    {suite.Main, "scenarios S1-S8 and slowloris over MCP (stdio and HTTP), memgate against the peers, and the plots"},
 	"hostile":  {hostile.Main, "the CPU of the costliest legal tool calls, and a tenant's latency beside them"},
+	"hot":      {hot.Main, "a search over stdio against a noop call at 100k: builds in turn, p50s, the server's CPU per call"},
 	"coldopen": {coldopen.Main, "open and first search of cold small stores"},
 	"view":     {view.Main, "search through a view of two namespaces against one namespace alone, at 100k each"},
 }

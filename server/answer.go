@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -172,31 +173,75 @@ func rawResult(js []byte) *mcp.CallToolResult {
 }
 
 // hitsResult is the result of search: the hits of r that fit in budget,
-// the first always, each encoded once as it is taken, and the receipt, which
-// says when some were left out. The receipt counts against the budget: it
-// may list the namespaces searched.
+// the first always, and the receipt, which says when some were left out.
+// The receipt counts against the budget: it may list the namespaces
+// searched. The answer is written into one buffer as it goes, each hit's
+// cost counted from its bytes there: a search answer is most of what a
+// search allocates, and a buffer grown piece by piece is copied again at
+// every growth.
 func hitsResult(r memgate.Result, budget int) *mcp.CallToolResult {
 	receipt := r.Receipt
 	receipt.Truncated = true
-	it := newItems(budget - wireCost(marshal(receipt)))
+	size := 64
+	for _, h := range r.Hits {
+		size += hitSize(h)
+	}
+	b := make([]byte, 0, size)
+	b = receipt.AppendJSON(b)
+	budget -= wireCost(b)
+	b = append(b[:0], `{"hits":[`...)
+	used := 0
 	for i, h := range r.Hits {
-		if !it.take(i, h) {
+		at := len(b)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		start := len(b)
+		b = h.AppendJSON(b)
+		cost := wireCost(b[start:]) + 2 // the comma before it, in both copies
+		if i > 0 && used+cost > budget {
+			b = b[:at]
 			r.Receipt.Truncated = true
 			break
 		}
+		used += cost
 	}
-	var b bytes.Buffer
-	size := 256
-	for _, e := range it.enc {
-		size += len(e) + 1
+	b = append(b, `],"receipt":`...)
+	b = r.Receipt.AppendJSON(b)
+	return sharedResult(append(b, '}'))
+}
+
+// hitSize is about what h's JSON takes: its strings, and room for the
+// keys, times, scores and escapes around them.
+func hitSize(h memgate.Hit) int {
+	n := 320 + len(h.ID) + len(h.Text) + len(h.Title) + len(h.Namespace)
+	for _, t := range h.Tags {
+		n += len(t) + 3
 	}
-	b.Grow(size)
-	b.WriteString(`{"hits":`)
-	it.array(&b)
-	b.WriteString(`,"receipt":`)
-	b.Write(marshal(r.Receipt))
-	b.WriteByte('}')
-	return rawResult(b.Bytes())
+	for k, v := range h.Metadata {
+		n += len(k) + 8
+		if s, ok := v.(string); ok {
+			n += len(s)
+		} else {
+			n += 24
+		}
+	}
+	if h.Source != nil {
+		n += 96 + len(h.Source.Kind) + len(h.Source.Reference) + len(h.Source.Actor)
+	}
+	return n + n/16
+}
+
+// sharedResult is rawResult without the copy of js for the text content:
+// the text is js itself, which must not change after (nothing writes to an
+// answer's bytes once it is built). A search answer is the largest a call
+// makes, and both copies of it are read, never written, by whoever
+// encodes the result.
+func sharedResult(js []byte) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		Content:           []mcp.Content{&mcp.TextContent{Text: unsafe.String(unsafe.SliceData(js), len(js))}},
+	}
 }
 
 // promptCost is what memory m costs embedded in a prompt: its text once, as

@@ -40,6 +40,14 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 	if raw[0] != '{' {
 		return nil, errNotObject
 	}
+	if a, ok := plainArgs(raw, allowed); ok {
+		return a, nil
+	}
+	return readArgs(raw, allowed)
+}
+
+// readArgs is decodeArgs of an object, with encoding/json.
+func readArgs(raw json.RawMessage, allowed []string) (args, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil {
@@ -77,6 +85,146 @@ func decodeArgs(raw json.RawMessage, allowed []string) (args, error) {
 		return nil, badText("arguments")
 	}
 	return a, nil
+}
+
+// plainArgs is decodeArgs of the arguments most calls send, read without
+// encoding/json: an object of allowed keys, none twice, whose values are
+// strings without escapes (of valid UTF-8), numbers, booleans or null — a
+// search's query and limit. false for anything else (nested values,
+// escapes, a key that is not allowed, any fault), which readArgs reads and
+// judges.
+func plainArgs(raw []byte, allowed []string) (args, bool) {
+	i := jsonSpace(raw, 0)
+	if i == len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	a := args{}
+	i = jsonSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return a, jsonSpace(raw, i+1) == len(raw)
+	}
+	for {
+		end, ok := plainStringEnd(raw, i)
+		if !ok {
+			return nil, false
+		}
+		key := raw[i+1 : end-1]
+		if !containsBytes(allowed, key) {
+			return nil, false
+		}
+		if _, dup := a[string(key)]; dup {
+			return nil, false
+		}
+		i = jsonSpace(raw, end)
+		if i == len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		i = jsonSpace(raw, i+1)
+		if end, ok = plainValueEnd(raw, i); !ok {
+			return nil, false
+		}
+		a[string(key)] = json.RawMessage(raw[i:end])
+		i = jsonSpace(raw, end)
+		if i == len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = jsonSpace(raw, i+1)
+		case '}':
+			return a, jsonSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func containsBytes(list []string, b []byte) bool {
+	for _, s := range list {
+		if s == string(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonSpace returns the index of the first byte of b from i on that is not
+// JSON white space.
+func jsonSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainStringEnd returns the index after the JSON string at b[i] when it
+// has no escape and no control character and is valid UTF-8.
+func plainStringEnd(b []byte, i int) (int, bool) {
+	if i == len(b) || b[i] != '"' {
+		return 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, utf8.Valid(b[i+1 : j])
+		case c == '\\' || c < 0x20:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// plainValueEnd returns the index after the value at b[i] when it is a
+// plain string (plainStringEnd), a number, true, false or null.
+func plainValueEnd(b []byte, i int) (int, bool) {
+	if i == len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return plainStringEnd(b, i)
+	case 't', 'f', 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if bytes.HasPrefix(b[i:], []byte(lit)) {
+				return i + len(lit), true
+			}
+		}
+		return 0, false
+	}
+	// A number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+	j := i
+	digits := func() int {
+		start := j
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+		return j - start
+	}
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case digits() == 0:
+		return 0, false
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if digits() == 0 {
+			return 0, false
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if digits() == 0 {
+			return 0, false
+		}
+	}
+	return j, true
 }
 
 // textField names where argument key, whose value v holds bad text, holds

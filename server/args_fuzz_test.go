@@ -80,3 +80,63 @@ func FuzzDecodeArgs(f *testing.F) {
 }
 
 func upper(s string) string { return string(bytes.ToUpper([]byte(s))) }
+
+// FuzzPlainArgs checks that what plainArgs reads without encoding/json is
+// what readArgs reads: the same fields and bytes, and no error readArgs
+// would give.
+func FuzzPlainArgs(f *testing.F) {
+	allowed := []string{"query", "limit", "tags", "text"}
+	for _, s := range []string{
+		`{"query":"a b c","limit":10}`, ` { "query" : "x" , "limit" : -1.5e3 } `, `{}`, `{"limit":null,"query":true}`,
+		`{"query":"a","query":"b"}`, `{"Query":"a"}`, `{"query":"\u0041"}`, "{\"query\":\"\xff\"}", `{"limit":01}`,
+		`{"limit":1.}`, `{"query":"a",}`, `{"query":"a"}x`, `{"tags":["a"]}`, `{"query":falsey}`, "{\"query\":\"a\tb\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		a, ok := plainArgs(raw, allowed)
+		if !ok {
+			return
+		}
+		want, err := readArgs(raw, allowed)
+		if err != nil {
+			t.Fatalf("plainArgs read %q, which readArgs refuses: %v", raw, err)
+		}
+		if len(a) != len(want) {
+			t.Fatalf("plainArgs read %q as %v, readArgs as %v", raw, a, want)
+		}
+		for k, v := range want {
+			if !bytes.Equal(a[k], v) {
+				t.Fatalf("plainArgs read %q as %v, readArgs as %v", raw, a, want)
+			}
+		}
+	})
+}
+
+// A search's arguments are read without encoding/json, and anything
+// plainArgs declines still reaches readArgs' verdict.
+func TestPlainArgsReadsTheUsualArguments(t *testing.T) {
+	allowed := []string{"query", "limit", "tags"}
+	for _, c := range []struct {
+		raw   string
+		plain bool
+	}{
+		{`{"query":"rocket engine","limit":10}`, true},
+		{` {"query" : "café <x>", "limit":null} `, true},
+		{`{}`, true},
+		{`{"query":"a","tags":["x"]}`, false},
+		{`{"query":"a\"b"}`, false},
+		{`{"query":"a","query":"b"}`, false},
+		{`{"nope":1}`, false},
+	} {
+		_, ok := plainArgs([]byte(c.raw), allowed)
+		if ok != c.plain {
+			t.Errorf("plainArgs(%s): %v, want %v", c.raw, ok, c.plain)
+		}
+		got, err := decodeArgs(json.RawMessage(c.raw), allowed)
+		want, wantErr := readArgs(bytes.TrimSpace([]byte(c.raw)), allowed)
+		if (err == nil) != (wantErr == nil) || len(got) != len(want) {
+			t.Errorf("decodeArgs(%s) = %v, %v; readArgs: %v, %v", c.raw, got, err, want, wantErr)
+		}
+	}
+}

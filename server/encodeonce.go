@@ -43,11 +43,7 @@ func encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		c, _ := ctx.Value(stdioConnKey{}).(*stdioConn)
-		if c == nil {
-			return res, err
-		}
-		b, ok := EncodeResult(method, req, res)
-		if !ok || !c.encoded(req.GetExtra(), b) {
+		if c == nil || !c.encode(method, req, res) {
 			return res, err
 		}
 		return encodedPlaceholder, nil
@@ -61,6 +57,11 @@ func encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 // another shape, another method, or a session whose revision gives results
 // a resultType (2026-07-28): those go through the SDK.
 func EncodeResult(method string, req mcp.Request, res mcp.Result) (encoded []byte, ok bool) {
+	return appendResult(nil, method, req, res)
+}
+
+// appendResult is EncodeResult appending to dst.
+func appendResult(dst []byte, method string, req mcp.Request, res mcp.Result) ([]byte, bool) {
 	if method != "tools/call" {
 		return nil, false
 	}
@@ -72,7 +73,7 @@ func EncodeResult(method string, req mcp.Request, res mcp.Result) (encoded []byt
 	if p := call.Session.InitializeParams(); p == nil || p.ProtocolVersion >= revisionResultType {
 		return nil, false
 	}
-	return appendToolResult(nil, r)
+	return appendToolResult(dst, r)
 }
 
 // EncodedPlaceholder is the result a transport that writes answers itself
@@ -95,6 +96,9 @@ func appendToolResult(b []byte, r *mcp.CallToolResult) (_ []byte, ok bool) {
 	if !isRaw || len(sc) == 0 || sc[0] != '{' {
 		return nil, false
 	}
+	// The text copy is sc again with every quote escaped: room for both
+	// at once, so that the answer is not copied at every growth.
+	b = slices.Grow(b, 2*len(sc)+len(sc)/4+64)
 	b = append(b, `{"content":[`...)
 	for i, c := range r.Content {
 		t, isText := c.(*mcp.TextContent)

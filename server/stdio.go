@@ -108,11 +108,14 @@ type stdioConn struct {
 }
 
 // toolCall is a tools/call in flight: the Extra its request carries, by
-// which encodeOnce finds it, and the answer's result once encoded.
+// which encodeOnce finds it, and the answer's result once encoded. Outside
+// a batch the result is encoded inside the whole answer line, in a buffer
+// of answerBuffers (line), which Write writes as it is and gives back.
 type toolCall struct {
 	id     jsonrpc.ID
 	extra  *mcp.RequestExtra
 	result []byte
+	line   *[]byte
 }
 
 // lineOrErr is one message the reader passes on, a batch's messages, or
@@ -320,17 +323,67 @@ func (c *stdioConn) took(m jsonrpc.Message) jsonrpc.Message {
 	return m
 }
 
-// encoded keeps result, encoded by encodeOnce, as the answer to the call
-// whose request carries extra; false if no call in flight carries it.
-func (c *stdioConn) encoded(extra *mcp.RequestExtra, result []byte) bool {
+// encode encodes res, the result of the call whose request is req, as the
+// answer to that call (appendResult), and keeps it for Write; false if res
+// is not of a shape encoded here, or no call in flight carries req's Extra.
+// Outside a batch the whole answer line is written at once into a pooled
+// buffer: a search answer is written once, into memory already in use,
+// where encoding the result alone and copying it into the line allocated
+// and zeroed twice its size.
+func (c *stdioConn) encode(method string, req mcp.Request, res mcp.Result) bool {
+	extra := req.GetExtra()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	t := c.extras[extra]
+	var inBatch bool
+	if t != nil {
+		_, inBatch = c.batches[t.id]
+	}
+	c.mu.Unlock()
 	if t == nil {
 		return false
 	}
-	t.result = result
+	var buf *[]byte
+	var b []byte
+	head := 0
+	if !inBatch {
+		buf = answerBuffers.Get().(*[]byte)
+		var ok bool
+		if b, ok = appendResponseHead((*buf)[:0], t.id); !ok {
+			answerBuffers.Put(buf)
+			buf, b = nil, nil
+		}
+		head = len(b)
+	}
+	b, ok := appendResult(b, method, req, res)
+	if !ok {
+		if buf != nil {
+			answerBuffers.Put(buf)
+		}
+		return false
+	}
+	result := b[head:]
+	if buf != nil {
+		b = append(b, '}', '\n')
+		*buf = b
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.extras[extra] != t {
+		if buf != nil {
+			answerBuffers.Put(buf)
+		}
+		return false
+	}
+	t.result, t.line = result, buf
 	return true
+}
+
+// release gives the buffer of a line encoded and not written back.
+func (t *toolCall) release() {
+	if t.line != nil && cap(*t.line) <= maxPooledAnswer {
+		answerBuffers.Put(t.line)
+	}
+	t.line = nil
 }
 
 // errNotInitialized answers a call that comes before initialize.
@@ -370,12 +423,18 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.revision = agreed.ProtocolVersion
 		}
 	}
+	var line *[]byte // the whole answer, encoded with its result
 	if t := c.tools[resp.ID]; t != nil && (t.result == nil || bytes.Equal(resp.Result, placeholderJSON)) {
 		delete(c.tools, resp.ID)
 		delete(c.extras, t.extra)
-		if t.result != nil && resp.Error == nil {
+		switch {
+		case t.result == nil || resp.Error != nil:
+		case t.line != nil:
+			line, t.line = t.line, nil
+		default:
 			resp = &jsonrpc.Response{ID: resp.ID, Result: t.result}
 		}
+		t.release()
 	}
 	batch, inBatch := c.batches[resp.ID]
 	var answers []*jsonrpc.Response
@@ -388,6 +447,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	c.mu.Unlock()
+	if line != nil {
+		_, err := c.out.Write(*line)
+		if cap(*line) <= maxPooledAnswer {
+			answerBuffers.Put(line)
+		}
+		return err
+	}
 	if inBatch {
 		if answers == nil {
 			return nil
@@ -431,25 +497,32 @@ const maxPooledAnswer = 256 << 10
 // EncodeMessage.
 func appendResponse(b []byte, resp *jsonrpc.Response) ([]byte, error) {
 	if resp.Error == nil && len(resp.Result) > 0 {
-		switch id := resp.ID.Raw().(type) {
-		case int64:
-			b = append(b, `{"jsonrpc":"2.0","id":`...)
-			b = strconv.AppendInt(b, id, 10)
-			b = append(b, `,"result":`...)
-			b = append(b, resp.Result...)
+		if b2, ok := appendResponseHead(b, resp.ID); ok {
+			b = append(b2, resp.Result...)
 			return append(b, '}'), nil
-		case string:
-			if message.PlainString(id) {
-				b = append(b, `{"jsonrpc":"2.0","id":"`...)
-				b = append(b, id...)
-				b = append(b, `","result":`...)
-				b = append(b, resp.Result...)
-				return append(b, '}'), nil
-			}
 		}
 	}
 	e, err := jsonrpc.EncodeMessage(resp)
 	return append(b, e...), err
+}
+
+// appendResponseHead appends what EncodeMessage writes of a response
+// before its result, for an id that is a number or a string without
+// escapes; false for any other.
+func appendResponseHead(b []byte, id jsonrpc.ID) ([]byte, bool) {
+	switch id := id.Raw().(type) {
+	case int64:
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = strconv.AppendInt(b, id, 10)
+		return append(b, `,"result":`...), true
+	case string:
+		if message.PlainString(id) {
+			b = append(b, `{"jsonrpc":"2.0","id":"`...)
+			b = append(b, id...)
+			return append(b, `","result":`...), true
+		}
+	}
+	return b, false
 }
 
 // batchBound is the SDK's side of stdout. It bounds the answer to a batch

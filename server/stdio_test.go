@@ -351,8 +351,20 @@ func TestRunStdioAnswersAsTheSDKEncodes(t *testing.T) {
 			if res, err := srv.Call(t.Context(), "remember", json.RawMessage(`{"id":"m1","text":"deploy <pipeline> & \"staging\"\n\u2028 é","tags":["x-y"],"metadata":{"k":"<v> &"}}`)); err != nil || res.IsError {
 				t.Fatal(err, res.StructuredContent)
 			}
+			for i := range 30 {
+				args := fmt.Sprintf(`{"text":"note %d on deploys <%d> & the \"staging\" pipeline %s","tags":["t%d"],"metadata":{"n":%d,"s":"v%d"}}`,
+					i, i, strings.Repeat("é", i), i%3, i, i)
+				if res, err := srv.Call(t.Context(), "remember", json.RawMessage(args)); err != nil || res.IsError {
+					t.Fatal(err, res.StructuredContent)
+				}
+			}
 			var out syncBuffer
+			// Many calls in flight at once: each answer is written from a
+			// buffer the next may use again.
 			calls := []string{`{"query":"deploy staging","limit":10}`, `{"query":""}`}
+			for i := range 40 {
+				calls = append(calls, fmt.Sprintf(`{"query":"note %d deploys","limit":%d}`, i, 1+i%12))
+			}
 			in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + revision + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
 				`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
 			for i, args := range calls {

@@ -42,7 +42,7 @@ func recordTerms(r *record, fn func(kind byte, content string, tf int)) int {
 	}
 	if len(r.meta) > 0 {
 		var md map[string]any
-		if err := json.Unmarshal(r.meta, &md); err == nil {
+		if err := json.Unmarshal([]byte(r.meta), &md); err == nil {
 			for k, v := range md {
 				fn(kindMeta, metaTerm(k, v), 1)
 			}

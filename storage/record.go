@@ -47,7 +47,7 @@ type record struct {
 	text    string
 	title   string
 	tags    []string
-	meta    []byte // canonical JSON object, or nil
+	meta    string // canonical JSON object, or ""
 	expires int64  // Unix nanoseconds; 0: never
 	source  *memgate.Source
 }
@@ -69,7 +69,7 @@ func newRecord(w memgate.Write, origin uint64, created, updated int64) (record, 
 		if err != nil {
 			return r, err
 		}
-		r.meta = b
+		r.meta = string(b)
 	}
 	return r, nil
 }
@@ -99,7 +99,7 @@ func (r *record) marshal(dst []byte) []byte {
 	for _, t := range r.tags {
 		dst = appendBytes(dst, t)
 	}
-	dst = appendBytes(dst, string(r.meta))
+	dst = appendBytes(dst, r.meta)
 	if !r.extended() {
 		return dst
 	}
@@ -157,9 +157,7 @@ func unmarshalRecord(b []byte) (record, error) {
 	} else if n > memgate.MaxTags {
 		return r, errBadRecord
 	}
-	if m := d.string(); m != "" {
-		r.meta = []byte(m)
-	}
+	r.meta = d.string()
 	if len(d.b) > 0 && !d.err {
 		which := d.byte()
 		if which&hasExpiry != 0 {
@@ -219,12 +217,11 @@ func (r *record) memory(version uint64) (memgate.Memory, error) {
 		src := *r.source
 		m.Source = &src
 	}
-	m.Metadata = map[string]any{}
-	if len(r.meta) > 0 {
-		if err := json.Unmarshal(r.meta, &m.Metadata); err != nil {
-			return m, errBadRecord
-		}
+	md, err := decodeMetadata(r.meta)
+	if err != nil {
+		return m, errBadRecord
 	}
+	m.Metadata = md
 	return m, nil
 }
 

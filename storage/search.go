@@ -134,7 +134,7 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 // long query (a 64 KiB topic) costs its first words, not its length.
 func queryTerms(text string) []string {
 	const piece = 1024
-	out := make([]string, 0, maxQueryTerms)
+	out := make([]string, 0, 8) // a query's few words, not the most it may have
 	var buf []string
 	for read := 0; text != "" && len(out) < maxQueryTerms && read < maxQueryBytes; {
 		n := len(text)
@@ -448,6 +448,11 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		return top.Sorted(), candidates, true, nil
 	}
 	heads := lists[:merged]
+	// A posting scores less than idf·(k1+1), however large its tf and
+	// however short its document, while 0 ≤ b ≤ 1 and k1 ≥ 0; and more
+	// than 0 when its tf does (the idf is always positive).
+	bm25p := search.DefaultBM25
+	canSkip := bm25p.K1 >= 0 && bm25p.B >= 0 && bm25p.B <= 1
 	for {
 		doc := uint64(math.MaxUint64)
 		for _, l := range heads {
@@ -457,6 +462,30 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		}
 		if doc == math.MaxUint64 {
 			break
+		}
+		if floor, full := top.Min(); full && canSkip {
+			// A document whose postings could not score above the worst of
+			// a full top is counted, not scored: most documents of a
+			// query's commoner words hold that word alone.
+			bound := 0.0
+			for _, l := range heads {
+				for at := l.at; at < l.end && ps[at].doc == doc; at++ {
+					bound += l.idf * (bm25p.K1 + 1)
+				}
+			}
+			if bound*(1+1e-9) < floor {
+				scored := false
+				for i := range heads {
+					l := &heads[i]
+					for ; l.at < l.end && ps[l.at].doc == doc; l.at++ {
+						scored = scored || ps[l.at].tf > 0
+					}
+				}
+				if scored && !v.expired1(doc) {
+					candidates++
+				}
+				continue
+			}
 		}
 		var x float64
 		for i := range heads {

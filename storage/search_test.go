@@ -553,10 +553,40 @@ func TestRankWholeEqualsTheWalk(t *testing.T) {
 		words = append(words, fmt.Sprintf("w%d", rng.IntN(40)), fmt.Sprintf("x%d", rng.IntN(400)))
 		put(t, s, memgate.Write{Text: strings.Join(words, " ")})
 	}
-	for _, q := range []string{"rare", "rare w3", "common", "half rare", "common half rare w1 w2", "w5 w6 w7", "nothing",
-		"rare x1 common", "x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 rare", "x1 rare nothing x2"} {
+	// A small limit fills the top early, so that rankWhole's merge skips
+	// the documents that cannot reach it: the same hits and candidates.
+	for _, limit := range []int{50, 3} {
+		rankWholeAgainstTheWalk(t, s, limit, "rare", "rare w3", "common", "half rare", "common half rare w1 w2", "w5 w6 w7",
+			"nothing", "rare x1 common", "x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 rare", "x1 rare nothing x2", "common x1", "half w1 x2")
+	}
+}
+
+// Documents of a common word alone cannot enter a full top of documents
+// that hold a rare word as well: rankWhole counts them without scoring
+// them, and finds what the walk finds.
+func TestRankWholeSkipsWhatCannotEnterTheTop(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.MergeEvery = 300 })
+	for i := range 1200 {
+		words := []string{"filler", fmt.Sprint("x", i)}
+		switch {
+		case i%120 == 0:
+			words = append(words, "needle", "filler")
+		case i%9 != 0:
+			words = []string{fmt.Sprint("y", i)}
+		}
+		put(t, s, memgate.Write{Text: strings.Join(words, " ")})
+	}
+	for _, limit := range []int{1, 2, 5, 10, 20} {
+		rankWholeAgainstTheWalk(t, s, limit, "needle filler", "filler needle", "filler")
+	}
+}
+
+func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
 		terms := queryTerms(q)
 		var whole, walk []search.Scored
+		var wholeCandidates, walkCandidates int
 		err := s.view(func(v *view) error {
 			n, avgLen := 1200, 0.0
 			total, err := s.counter(v.tx.Bucket(bucketMeta), metaTotalLen)
@@ -565,10 +595,10 @@ func TestRankWholeEqualsTheWalk(t *testing.T) {
 			}
 			avgLen = float64(total) / float64(n)
 			var ok bool
-			if whole, _, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, 50, n, newBM25(n, total, scale{})); err != nil || !ok {
+			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{})); err != nil || !ok {
 				return fmt.Errorf("rankWhole declined (%v)", err)
 			}
-			r := ranking{avgLen: avgLen, top: search.NewTopK(50), limit: 50}
+			r := ranking{avgLen: avgLen, top: search.NewTopK(limit), limit: limit}
 			for _, term := range terms {
 				it, err := v.iter(newWalk(context.Background()), s.seal.key(kindWord, term), ascending)
 				if err != nil {
@@ -588,18 +618,21 @@ func TestRankWholeEqualsTheWalk(t *testing.T) {
 					return err
 				}
 			}
-			walk = r.top.Sorted()
+			walk, walkCandidates = r.top.Sorted(), r.candidates
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if wholeCandidates != walkCandidates {
+			t.Fatalf("%q, limit %d: rankWhole scored %d candidates, the walk %d", q, limit, wholeCandidates, walkCandidates)
+		}
 		if len(whole) != len(walk) {
-			t.Fatalf("%q: rankWhole %d hits, the walk %d", q, len(whole), len(walk))
+			t.Fatalf("%q, limit %d: rankWhole %d hits, the walk %d", q, limit, len(whole), len(walk))
 		}
 		for i := range whole {
 			if whole[i].Doc != walk[i].Doc || math.Abs(whole[i].Score-walk[i].Score) > 1e-9 {
-				t.Fatalf("%q: hit %d: rankWhole %+v, the walk %+v", q, i, whole[i], walk[i])
+				t.Fatalf("%q, limit %d: hit %d: rankWhole %+v, the walk %+v", q, limit, i, whole[i], walk[i])
 			}
 		}
 	}

@@ -28,6 +28,11 @@ type Stdio struct {
 	buf    []byte
 	// LastBytes is the size of the last response line read.
 	LastBytes int
+	// LastRead is how long Call's last call took to the read of its
+	// response line, before the client decoded it: the latency Call
+	// returns includes that decoding (json.Unmarshal of the whole line).
+	LastRead time.Duration
+	start    time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -125,12 +130,12 @@ func (c *Stdio) Call(method string, params any) (json.RawMessage, time.Duration,
 	if err != nil {
 		return nil, 0, err
 	}
-	start := time.Now()
+	c.start = time.Now()
 	if _, err := c.in.Write(c.buf); err != nil {
 		return nil, 0, c.failure(method, err)
 	}
 	res, err := c.await(method, id)
-	return res, time.Since(start), err
+	return res, time.Since(c.start), err
 }
 
 // Pipeline writes one tools/call per argument set at once, then reads every
@@ -176,6 +181,7 @@ func (c *Stdio) next(method string) (*message, error) {
 		if err != nil {
 			return nil, c.failure(method, err)
 		}
+		c.LastRead = time.Since(c.start)
 		var m message
 		if err := json.Unmarshal(line, &m); err != nil {
 			return nil, fmt.Errorf("%s: %s: a line that is not JSON-RPC (%d bytes)", c.Name, method, len(line))
