@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -273,4 +274,39 @@ func TestClustersTrainWhileTheStoreIsBusy(t *testing.T) {
 	s.vecs.mu.RLock()
 	checkMembers(t, &s.vecs)
 	s.vecs.mu.RUnlock()
+}
+
+// A search that asks for more (one with a filter, which leaves most out)
+// gets more from a clustered index than its usual shortlist holds.
+func TestClusteredShortlistGrowsWithWhatIsAsked(t *testing.T) {
+	s := &Store{}
+	ix := &s.vecs
+	ix.dim, ix.slot, ix.blank = 16, map[uint64]int{}, map[uint64]bool{}
+	r := rand.New(rand.NewPCG(7, 8))
+	unit := func(around []float32, noise float64) []float32 {
+		v := make([]float32, ix.dim)
+		for j := range v {
+			v[j] = float32(r.NormFloat64() * noise)
+			if around != nil {
+				v[j] += around[j]
+			}
+		}
+		search.Normalise(v)
+		return v
+	}
+	topic := unit(nil, 1)
+	for doc := range clusterMin {
+		v := unit(nil, 1)
+		if doc%8 == 0 {
+			v = unit(topic, 0.05) // 2,048 memories on one topic
+		}
+		ix.add(uint64(doc+1), vectorOf(v, "m"))
+	}
+	trainNow(t, s)
+	if n := len(s.semanticScan(topic, 66, 1<<62)); n != 66 {
+		t.Fatalf("asked for 66, got %d", n)
+	}
+	if n := len(s.semanticScan(topic, 4*50+16, 1<<62)); n != 216 {
+		t.Fatalf("asked for 216 (a filtered search's), got %d", n)
+	}
 }

@@ -569,7 +569,9 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		list.Reset(shortlistSize)
 		list.Scan(ix.signs, &st.query, 0, len(ix.docs))
 	} else {
-		list.Reset(clusteredShortlist)
+		// A search with a filter asks for more (k), most of which the
+		// filter may leave out: the shortlist grows with it.
+		list.Reset(max(clusteredShortlist, 2*k))
 		ix.clusters.Rank(&st.probe, query)
 		want, seen := probeWant(len(ix.docs)), 0
 		st.parts = st.parts[:0]
