@@ -22,9 +22,7 @@
 package hot
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -98,7 +96,7 @@ func run(bins []string, n, queries, rounds int, dir string, seed int64, profile 
 	path := tenants.StoreFile(dir, memgate.DefaultNamespace)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(os.Stderr, "hot: importing %d memories into %s…\n", len(mems), dir)
-		if err := importAll(path, mems); err != nil {
+		if err := corpus.ImportStore(path, mems, func(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i*7919) }); err != nil {
 			return err
 		}
 	}
@@ -251,32 +249,6 @@ func memories(n int, seed int64) ([]memgate.Write, error) {
 		}
 	}
 	return mems, nil
-}
-
-// importAll imports mems into a new store at path, with ids of a UUID's
-// length, as remember makes them.
-func importAll(path string, mems []memgate.Write) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for i, m := range mems {
-		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i*7919)
-		enc.Encode(map[string]any{"id": id, "text": m.Text, "tags": m.Tags, "metadata": m.Metadata})
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	s, err := storage.Open(path, storage.Options{})
-	if err != nil {
-		return err
-	}
-	rep, err := s.Import(context.Background(), &buf, storage.ImportFail)
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && rep.Imported != len(mems) {
-		err = fmt.Errorf("imported %d of %d", rep.Imported, len(mems))
-	}
-	return err
 }
 
 // searchInProcess times storage.Search of qs on the store at path in this

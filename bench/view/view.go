@@ -10,14 +10,12 @@
 package view
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"time"
 
@@ -25,7 +23,6 @@ import (
 	"github.com/memgate/memgate/bench/corpus"
 	"github.com/memgate/memgate/bench/measure"
 	"github.com/memgate/memgate/server"
-	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -76,7 +73,7 @@ func run(dir string, n, queries int, smoke bool, profile string, out io.Writer) 
 	}
 	log("import of %d + %d memories (%s)…", len(proj), len(global), name)
 	for ns, mems := range map[memgate.Namespace][]memgate.Write{"proj": proj, "global": global} {
-		if err := importAll(tenants.StoreFile(dir, ns), ns, mems); err != nil {
+		if err := corpus.ImportStore(tenants.StoreFile(dir, ns), mems, func(i int) string { return fmt.Sprint(ns, "-", i) }); err != nil {
 			return err
 		}
 	}
@@ -213,28 +210,4 @@ func memories(n int, smoke bool) (proj, global []memgate.Write, name string, err
 		}
 	}
 	return proj, global, "synthetic Zipf text", nil
-}
-
-// importAll imports mems into a new store at path.
-func importAll(path string, ns memgate.Namespace, mems []memgate.Write) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for i, m := range mems {
-		enc.Encode(map[string]any{"id": fmt.Sprint(ns, "-", i), "text": m.Text, "tags": m.Tags, "metadata": m.Metadata})
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	s, err := storage.Open(path, storage.Options{})
-	if err != nil {
-		return err
-	}
-	rep, err := s.Import(context.Background(), &buf, storage.ImportFail)
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && rep.Imported != len(mems) {
-		err = fmt.Errorf("imported %d of %d", rep.Imported, len(mems))
-	}
-	return err
 }
