@@ -49,24 +49,43 @@ func (ix *vecIndex) maybeTrain() {
 		return
 	}
 	ix.training = true
-	docs, rows := slices.Clone(ix.docs), slices.Clone(ix.rows)
-	gen, dim, stride := ix.gen, ix.dim, ix.stride()
+	gen := ix.gen
 	ix.trainers.Add(1)
 	go func() {
 		defer ix.trainers.Done()
+		defer func() {
+			ix.mu.Lock()
+			ix.training = false
+			ix.mu.Unlock()
+		}()
+		// One training at a time in the process: a server opening many
+		// large stores at once trains them in turn, each holding its copy
+		// of the rows only while it trains.
+		select {
+		case trainings <- struct{}{}:
+			defer func() { <-trainings }()
+		case <-ix.stop.Done():
+			return
+		}
+		ix.mu.RLock()
+		if ix.gen != gen {
+			ix.mu.RUnlock()
+			return
+		}
+		docs, rows := slices.Clone(ix.docs), slices.Clone(ix.rows)
+		dim, stride := ix.dim, ix.stride()
+		ix.mu.RUnlock()
 		ix.train(gen, dim, stride, docs, rows)
 	}()
 }
+
+// trainings holds a token for each training that runs: one at a time.
+var trainings = make(chan struct{}, 1)
 
 // train clusters the vectors of a copy of the index (docs, and rows of
 // stride bytes), assigns each to its cluster, and installs the clusters if
 // the index is still of the same load.
 func (ix *vecIndex) train(gen uint64, dim, stride int, docs []uint64, rows []byte) {
-	defer func() {
-		ix.mu.Lock()
-		ix.training = false
-		ix.mu.Unlock()
-	}()
 	// Document order, so that the same vectors give the same clusters
 	// whatever the order the index holds them in.
 	order := make([]int32, len(docs))

@@ -310,3 +310,30 @@ func TestClusteredShortlistGrowsWithWhatIsAsked(t *testing.T) {
 		t.Fatalf("asked for 216 (a filtered search's), got %d", n)
 	}
 }
+
+// Stores that reach the bound at once train in turn, and each gets its
+// clusters; a store closed while it waits its turn stops waiting.
+func TestStoresTrainInTurn(t *testing.T) {
+	a, _ := randomIndex(clusterMin, 16)
+	b, _ := randomIndex(clusterMin, 16)
+	c, _ := randomIndex(clusterMin, 16)
+	stopped, stop := context.WithCancel(context.Background())
+	for _, s := range []*Store{a, b, c} {
+		s.vecs.stop = context.Background()
+	}
+	c.vecs.stop = stopped
+	trainings <- struct{}{} // another store's training holds the turn
+	for _, s := range []*Store{a, b, c} {
+		s.vecs.mu.Lock()
+		s.vecs.maybeTrain()
+		s.vecs.mu.Unlock()
+	}
+	stop()
+	c.vecs.trainers.Wait() // c stops waiting without its turn
+	<-trainings
+	a.vecs.trainers.Wait()
+	b.vecs.trainers.Wait()
+	if !a.Clustered() || !b.Clustered() || c.Clustered() {
+		t.Fatalf("clustered: a %v, b %v, c (stopped) %v", a.Clustered(), b.Clustered(), c.Clustered())
+	}
+}
