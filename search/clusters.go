@@ -133,10 +133,16 @@ func TrainClusters(ctx context.Context, q []int8, dim, k, rounds int) (*Clusters
 		if total == 0 {
 			continue
 		}
+		// Drawn in proportion to dist; should rounding leave at above 0
+		// after the last vector, that vector (the last of any distance) is
+		// drawn, never the centroid just taken again.
 		at := r.Float64() * total
 		for i, d := range dist {
-			if at -= d; at <= 0 && d > 0 {
-				pick = i
+			if d == 0 {
+				continue
+			}
+			pick = i
+			if at -= d; at <= 0 {
 				break
 			}
 		}

@@ -89,3 +89,21 @@ func TestRankPutsTheNearestClusterFirstAndTiesInOrder(t *testing.T) {
 		t.Fatalf("order %v, want [3 1 2 0] (negative dot products)", p.Order)
 	}
 }
+
+// As many clusters as vectors: k-means++ takes every vector once as a
+// centroid, so each is its own cluster.
+func TestTrainClustersTakesEachVectorOnceWhenKIsN(t *testing.T) {
+	const n, dim = 40, 8
+	q := blobs(n, dim, n)
+	c, err := TrainClusters(context.Background(), q, dim, n, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for i := range n {
+		seen[c.Nearest8(q[i*dim:(i+1)*dim])] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d vectors in %d clusters, want each in its own", n, len(seen))
+	}
+}

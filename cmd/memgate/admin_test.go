@@ -352,37 +352,51 @@ func TestAdminAPIEdges(t *testing.T) {
 func TestTransfersAloneHoldTheStreamCap(t *testing.T) {
 	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--max-streams", "1", "--console")
 	base := strings.TrimSuffix(s.url, "/mcp")
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	req, _ := http.NewRequest("POST", base+admin.Prefix+"namespaces/team-a/import", pr)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	done := make(chan string, 1)
-	go func() {
-		resp, err := (&http.Client{}).Do(req)
-		if err != nil {
-			done <- err.Error()
-			return
+	// The import holds the one stream slot while its body comes. A probe
+	// (an export, which needs the slot too) can take the slot first, and
+	// the import is then refused 503 — the cap at work: it is started again.
+	var pw *io.PipeWriter
+	var done chan string
+	for attempt := 0; ; attempt++ {
+		if attempt == 5 {
+			t.Fatal("the import never took the stream slot before a probe did")
 		}
-		resp.Body.Close()
-		done <- resp.Status
-	}()
-	pw.Write([]byte(`{"memgate_export":1}` + "\n"))
-	// The import holds the one stream slot while its body comes.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, _ := adminCall(t, base, "GET", "namespaces/team-a/export", adminToken, nil)
-		if code == 503 {
+		var pr *io.PipeReader
+		pr, pw = io.Pipe()
+		defer pw.Close()
+		req, _ := http.NewRequest("POST", base+admin.Prefix+"namespaces/team-a/import", pr)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		done = make(chan string, 1)
+		go func() {
+			resp, err := (&http.Client{}).Do(req)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			resp.Body.Close()
+			done <- resp.Status
+		}()
+		pw.Write([]byte(`{"memgate_export":1}` + "\n"))
+		held, refused := false, false
+		for deadline := time.Now().Add(5 * time.Second); !held && !refused; time.Sleep(10 * time.Millisecond) {
+			code, _ := adminCall(t, base, "GET", "namespaces/team-a/export", adminToken, nil)
+			held = code == 503
+			select {
+			case status := <-done:
+				if !strings.HasPrefix(status, "503") {
+					t.Fatalf("the import ended before its body did: %s", status)
+				}
+				refused = true
+			default:
+			}
+			if !held && !refused && time.Now().After(deadline) {
+				t.Fatalf("the import holds no stream slot: export %d", code)
+			}
+		}
+		if held && !refused {
 			break
 		}
-		select {
-		case status := <-done:
-			t.Fatalf("the import ended before its body did: %s", status)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the import holds no stream slot: export %d", code)
-		}
-		time.Sleep(10 * time.Millisecond)
+		pw.Close()
 	}
 	if code, body := adminCall(t, base, "GET", "namespaces", adminToken, nil); code != 200 {
 		t.Fatalf("a plain GET while the stream slot is taken: %d %s", code, body)
