@@ -99,7 +99,7 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 			res.Hits, res.Receipt.Candidates, err = s.rankHybrid(v, w, terms, f, limit, hy)
 			return err
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others, nil)
 			ranked = sc.keep(ranked)
 		default:
 			ranked, err = s.newest(v, f, limit)
@@ -168,7 +168,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus, whole *wholeTerms) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, oth
 	}
 	bm := newBM25(n, total, scale{others: others})
 	if f == nil {
-		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm); ok || err != nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm, whole); ok || err != nil {
 			return top, candidates, err
 		}
 	}
@@ -388,7 +388,7 @@ func (sc *scores) put(acc []float64, listed bool) {
 // the whole array. Either way a document's score is the same sum, in the
 // same order, as byDocument's. It declines (false) when the store's
 // document numbers are too sparse for an array.
-func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25) ([]search.Scored, int, bool, error) {
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25, whole *wholeTerms) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
@@ -401,6 +401,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 			top.Push(doc, x)
 		}
 	}
+	var best wholeTerms // of the merge: the first document holding every term
 	maxListed := int(hi+1) / 8
 	pbuf := postingPool.Get().(*[]posting)
 	defer postingPool.Put(pbuf)
@@ -445,7 +446,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	}
 	if arr != nil {
 		arr.push(push)
-		return top.Sorted(), candidates, true, nil
+		return top.Sorted(), candidates, true, nil // whole stays unknown
 	}
 	heads := lists[:merged]
 	// A posting scores less than idf·(k1+1), however large its tf and
@@ -488,16 +489,51 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 			}
 		}
 		var x float64
+		held := 0 // of the terms, how many doc holds
 		for i := range heads {
 			l := &heads[i]
+			in := false
 			for ; l.at < l.end && ps[l.at].doc == doc; l.at++ {
 				p := ps[l.at]
 				x += search.DefaultBM25.Score(l.idf, int(p.tf), int(p.docLen), bm.avgLen)
+				in = in || p.tf > 0
 			}
+			if in {
+				held++
+			}
+		}
+		if held == len(terms) && x != 0 && !v.expired1(doc) {
+			best.offer(doc, x)
 		}
 		push(doc, x)
 	}
+	if whole != nil {
+		best.known = true
+		*whole = best
+	}
 	return top.Sorted(), candidates, true, nil
+}
+
+// wholeTerms is what a ranking saw of the documents holding every one of
+// its terms: the first of them in its order, if it scored any. A ranking
+// that cannot tell leaves known false.
+type wholeTerms struct {
+	first search.Scored
+	found bool
+	known bool
+}
+
+func (wt *wholeTerms) offer(doc uint64, x float64) {
+	if !wt.found || x > wt.first.Score || x == wt.first.Score && doc > wt.first.Doc {
+		wt.first, wt.found = search.Scored{Doc: doc, Score: x}, true
+	}
+}
+
+// among reports whether a document holding every term is in top. Whether
+// any is comes down to the first of them: a top of the ranking's order
+// that holds one holds the first.
+func (wt *wholeTerms) among(top []search.Scored) bool {
+	return wt.found && slices.ContainsFunc(top, func(s search.Scored) bool { return s.Doc == wt.first.Doc })
 }
 
 // maxMerged is the most lists rankWhole merges; a query of more terms

@@ -581,8 +581,28 @@ func TestRankWholeSkipsWhatCannotEnterTheTop(t *testing.T) {
 	}
 }
 
+// Of words whose lists are short enough to merge, rankWhole tells which
+// of its hits hold every term of the query, as their records' text does
+// (hybrid search weighs the vectors by it).
+func TestRankWholeSaysWhichHitsHoldEveryTerm(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.MergeEvery = 300 })
+	rng := rand.New(rand.NewPCG(9, 10))
+	word := func(i int) string { return "zq" + string(rune('b'+i/10)) + string(rune('b'+i%10)) }
+	for range 1200 {
+		put(t, s, memgate.Write{Text: word(rng.IntN(60)) + " " + word(rng.IntN(60)) + " " + word(rng.IntN(60))})
+	}
+	var queries []string
+	for range 40 {
+		queries = append(queries, word(rng.IntN(60))+" "+word(rng.IntN(60)), word(rng.IntN(60))+" "+word(rng.IntN(60))+" "+word(rng.IntN(60)))
+	}
+	for _, limit := range []int{1, 5, 50} {
+		rankWholeAgainstTheWalk(t, s, limit, queries...)
+	}
+}
+
 func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...string) {
 	t.Helper()
+	mergedWhole := 0
 	for _, q := range queries {
 		terms := queryTerms(q)
 		var whole, walk []search.Scored
@@ -595,8 +615,25 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 			}
 			avgLen = float64(total) / float64(n)
 			var ok bool
-			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{})); err != nil || !ok {
+			var every wholeTerms
+			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &every); err != nil || !ok {
 				return fmt.Errorf("rankWhole declined (%v)", err)
+			}
+			// Whether the first k hold a document of every term, as the
+			// merge saw it and as the records' text says (an array of
+			// scores cannot tell).
+			if every.known {
+				mergedWhole++
+			}
+			held := false
+			for k := range whole {
+				h, err := holdsEvery(s.txn(v.tx), whole[k].Doc, terms)
+				if err != nil {
+					return err
+				}
+				if held = held || h; every.known && every.among(whole[:k+1]) != held {
+					return fmt.Errorf("%q, limit %d: of the first %d, the merge says a hit holds every term: %v; the records: %v", q, limit, k+1, every.among(whole[:k+1]), held)
+				}
 			}
 			r := ranking{avgLen: avgLen, top: search.NewTopK(limit), limit: limit}
 			for _, term := range terms {
@@ -635,5 +672,8 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 				t.Fatalf("%q, limit %d: hit %d: rankWhole %+v, the walk %+v", q, limit, i, whole[i], walk[i])
 			}
 		}
+	}
+	if mergedWhole == 0 {
+		t.Fatalf("limit %d: no query was merged, so none said which hits hold every term", limit)
 	}
 }
