@@ -941,12 +941,19 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		}
 	}
 	fused := search.FuseWeighted(lexical, semantic, weight, limit)
-	for docs := v.tx.Bucket(bucketDocs); ; {
+	// A document of the vector list may be gone from the snapshot (deleted
+	// just before it): it gives its place up. The records read here are
+	// the hits'.
+	var vals [][]byte
+	for {
 		before := len(semantic)
+		vals = vals[:0]
 		for _, fu := range fused {
-			if docs.Get(u64(fu.Doc)) == nil {
+			val := t.docs.Get(u64(fu.Doc))
+			if val == nil {
 				semantic = slices.DeleteFunc(semantic, func(sm search.Scored) bool { return sm.Doc == fu.Doc })
 			}
+			vals = append(vals, val)
 		}
 		if len(semantic) == before {
 			break
@@ -954,8 +961,11 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		fused = search.FuseWeighted(lexical, semantic, weight, limit)
 	}
 	hits := make([]memgate.Hit, 0, len(fused))
-	for _, fu := range fused {
-		rec, err := t.record(fu.Doc)
+	for i, fu := range fused {
+		if vals[i] == nil {
+			return nil, 0, errBadRecord // a lexical hit without its record
+		}
+		rec, err := s.decodeRecord(u64(fu.Doc), vals[i])
 		if err != nil {
 			return nil, 0, err
 		}
