@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -58,6 +59,18 @@ func (ix *vecIndex) maybeTrain() {
 			ix.training = false
 			ix.mu.Unlock()
 		}()
+		// A bug that panics here leaves this store's vectors scanned whole,
+		// not the process down.
+		defer func() {
+			if r := recover(); r != nil {
+				ix.mu.Lock()
+				ix.clusters, ix.members, ix.where, ix.whereC, ix.trained = nil, nil, nil, nil, 0
+				ix.mu.Unlock()
+				if ix.log != nil {
+					ix.log.Error("training the vectors' clusters failed", "op", "storage.clusters", "error", fmt.Sprintf("panic: %T", r))
+				}
+			}
+		}()
 		// One training at a time in the process: a server opening many
 		// large stores at once trains them in turn, each holding its copy
 		// of the rows only while it trains.
@@ -78,6 +91,9 @@ func (ix *vecIndex) maybeTrain() {
 		ix.train(gen, dim, stride, docs, rows)
 	}()
 }
+
+// trainClusters is search.TrainClusters; a variable for tests.
+var trainClusters = search.TrainClusters
 
 // trainings holds a token for each training that runs: one at a time.
 var trainings = make(chan struct{}, 1)
@@ -105,7 +121,7 @@ func (ix *vecIndex) train(gen uint64, dim, stride int, docs []uint64, rows []byt
 	for j := range take {
 		sample = append(sample, numbers(order[j*n/take])...)
 	}
-	clusters, err := search.TrainClusters(ix.stop, sample, dim, clusterCount(n), trainRounds)
+	clusters, err := trainClusters(ix.stop, sample, dim, clusterCount(n), trainRounds)
 	if err != nil {
 		return
 	}

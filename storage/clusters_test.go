@@ -114,6 +114,29 @@ func TestTrainingOfAnEarlierLoadIsDropped(t *testing.T) {
 	}
 }
 
+// A training that panics (a bug) leaves its store scanning every vector,
+// and the process up.
+func TestTrainingThatPanicsLeavesTheWholeScan(t *testing.T) {
+	s, queries := randomIndex(clusterMin, 16)
+	ix := &s.vecs
+	ix.stop = context.Background()
+	defer func(train func(context.Context, []int8, int, int, int) (*search.Clusters, error)) { trainClusters = train }(trainClusters)
+	trainClusters = func(context.Context, []int8, int, int, int) (*search.Clusters, error) {
+		var none []int
+		return nil, fmt.Errorf("%d", none[1]) // index out of range
+	}
+	ix.mu.Lock()
+	ix.maybeTrain()
+	ix.mu.Unlock()
+	ix.trainers.Wait()
+	if ix.clusters != nil || ix.training {
+		t.Fatal("a training that panicked left clusters, or still trains")
+	}
+	if near := s.semanticScan(queries[1], 5, 1<<62); len(near) == 0 || near[0].Doc != uint64(clusterMin/16+1) {
+		t.Fatalf("after the panic, the scan found %v", near)
+	}
+}
+
 func TestTrainingStopsWithTheStore(t *testing.T) {
 	s, _ := randomIndex(clusterMin, 16)
 	ix := &s.vecs

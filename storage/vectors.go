@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -284,6 +286,7 @@ type vecIndex struct {
 	gen      uint64 // counts the loads, so that a training of an earlier one is dropped
 	stop     context.Context
 	trainers sync.WaitGroup
+	log      *slog.Logger
 }
 
 // clusterMembers are the vectors of one cluster: their slots, and their
@@ -798,11 +801,18 @@ func (s *Store) startVectors() {
 	}
 	s.vecs.wake = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	s.vecs.stop = ctx
+	s.vecs.stop, s.vecs.log = ctx, s.log
 	done := make(chan struct{})
 	s.stopVectors = func() { cancel(); <-done; s.vecs.trainers.Wait() }
 	go func() {
 		defer close(done)
+		// A bug that panics here stops this store's catch-up (its memories
+		// stay lexical until it opens again), not the process.
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("embedding in the background stopped", "op", "storage.catchUp", "error", fmt.Sprintf("panic: %T", r))
+			}
+		}()
 		s.catchUp(ctx)
 	}()
 }
