@@ -510,7 +510,9 @@ func (s *Store) Embedded() int64 { return s.vecs.ready.Load() }
 func (s *Store) semantic(v *view, near []search.Scored, n int, keep func(doc uint64) (bool, error)) ([]search.Scored, error) {
 	out := make([]search.Scored, 0, min(n, len(near)))
 	for _, sc := range near {
-		if len(out) == n || sc.Score < near[0].Score-semanticMargin {
+		// The margin is measured from the best memory kept: memories a
+		// filter leaves out do not narrow what it keeps.
+		if len(out) == n || len(out) > 0 && sc.Score < out[0].Score-semanticMargin {
 			break
 		}
 		if v.dead(sc.Doc) || v.expired1(sc.Doc) {
@@ -567,6 +569,19 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	st := scanStates.Get().(*scanState)
 	defer scanStates.Put(st)
 	list := &st.list
+	if ix.clusters == nil && len(ix.docs) <= exactScan {
+		// A small index is scored whole, exactly: a shortlist by signs
+		// can leave out a memory behind hundreds of near-duplicates.
+		st.top.Reset(k)
+		stride := ix.stride()
+		for i := range ix.docs {
+			c, doc := rowCosine(query, ix.rows[i*stride:(i+1)*stride])
+			if c >= search.CosineFloor && doc <= seq {
+				st.top.Push(doc, c)
+			}
+		}
+		return st.top.Sorted()
+	}
 	if ix.clusters == nil {
 		st.query.Set(query)
 		list.Reset(shortlistSize)
@@ -613,6 +628,59 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	}
 	st.touched = touch
 	return st.top.Sorted()
+}
+
+// exactScan is the most vectors a scan scores every one of exactly
+// (about 60 µs at 100 numbers each); past it, those nearest by signs.
+const exactScan = 2048
+
+// exactFiltered is the most memories a filter may pass for a hybrid
+// search to score each of them exactly rather than scan them all and keep
+// those it passes.
+const exactFiltered = 4096
+
+// filteredNear returns, when the filter f passes at most exactFiltered
+// documents of the snapshot, the best k of them by their exact cosines
+// with query, at or above search.CosineFloor (ok true); ok false when it
+// passes more.
+func (s *Store) filteredNear(v *view, w *walk, f *filter, query []float32, k int) (near []search.Scored, ok bool, err error) {
+	g, err := f.fresh(v, w)
+	if err != nil {
+		return nil, false, err
+	}
+	docs := make([]uint64, 0, 64)
+	for target := uint64(0); ; {
+		doc, err := g.next(target)
+		if err != nil {
+			return nil, false, err
+		}
+		if doc == ascending.end() {
+			break
+		}
+		if len(docs) == exactFiltered || dense(len(docs), doc, v.seq, exactFiltered) {
+			return nil, false, nil
+		}
+		docs = append(docs, doc)
+		target = doc + 1
+	}
+	ix := &s.vecs
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if len(query) != ix.dim {
+		return nil, true, nil
+	}
+	top := search.NewTopK(k)
+	stride := ix.stride()
+	for _, doc := range docs {
+		i, has := ix.slot[doc]
+		if !has || doc > v.seq {
+			continue
+		}
+		if c, _ := rowCosine(query, ix.rows[i*stride:(i+1)*stride]); c >= search.CosineFloor {
+			top.Push(doc, c)
+		}
+	}
+	return top.Sorted(), true, nil
 }
 
 // cosine is doc's cosine with query, if doc has a vector.
@@ -884,10 +952,19 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	var near []search.Scored
 	if hy.vec != nil {
 		k := depth + 16 // for the documents the snapshot no longer has
+		exact := false
 		if f != nil {
-			k = 4*depth + 16 // and for those the filter leaves out
+			// A filter that passes few memories has them scored exactly;
+			// one that passes many, the scan's nearest that it passes.
+			var err error
+			if near, exact, err = s.filteredNear(v, w, f, hy.vec, k); err != nil {
+				return nil, 0, err
+			}
+			k = 4*depth + 16 // for those the filter leaves out
 		}
-		near = s.semanticScan(hy.vec, k, v.seq)
+		if !exact {
+			near = s.semanticScan(hy.vec, k, v.seq)
+		}
 	}
 	var lexical []search.Scored
 	var whole wholeTerms

@@ -3,6 +3,9 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,5 +286,91 @@ func TestHoldsEveryTermOfTheQuery(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// table embeds each text as the vector its first word names, so that a
+// test sets every cosine; a text of no known word gets no vector.
+type table map[string][]float32
+
+func (table) Model() (string, string) { return "table", "1" }
+
+func (tb table) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		word, _, _ := strings.Cut(text, " ")
+		if v, ok := tb[word]; ok {
+			out[i] = slices.Clone(v)
+			search.Normalise(out[i])
+		}
+	}
+	return out, nil
+}
+
+// A filter narrows the vectors' ranking to the memories it passes: the
+// memories it leaves out, nearer the query, take no place from them (the
+// margin below the best is the best kept's).
+func TestHybridFilterKeepsItsOwnNearest(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = table{"query": {1, 0, 0, 0}, "truck": {0.55, 0.835, 0, 0}, "moto": {0.49, 0.87, 0, 0}, "car": {0.4, 0, 0.916, 0}, "filler": {0, 0, 0, 1}}
+	})
+	put(t, s, memgate.Write{Text: "truck tyres"})
+	put(t, s, memgate.Write{Text: "moto sold"})
+	car := put(t, s, memgate.Write{Text: "car leased", Tags: []string{"target"}, Metadata: map[string]any{"k": "t"}})
+	for i := range 17 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("filler text ", i), Tags: []string{"target"}})
+	}
+	waitEmbedded(t, s, 20)
+	for _, q := range []memgate.Query{
+		{Text: "query", Tags: []string{"target"}},
+		{Text: "query", Filter: map[string]any{"k": "t"}},
+	} {
+		res := search1(t, s, q)
+		if len(res.Hits) != 1 || res.Hits[0].ID != car.ID {
+			t.Errorf("tags %v filter %v: hits %v, want the car alone", q.Tags, q.Filter, texts(res.Hits))
+		}
+	}
+	// The margin is the best kept's even when the filter passes too many
+	// to score each: the scan's nearest it passes.
+	near := []search.Scored{{Doc: 1, Score: 0.55}, {Doc: 2, Score: 0.49}, {Doc: 3, Score: 0.40}, {Doc: 4, Score: 0.35}, {Doc: 5, Score: 0.31}, {Doc: 6, Score: 0.29}}
+	err := s.view(func(v *view) error {
+		got, err := s.semantic(v, near, 10, func(doc uint64) (bool, error) { return doc >= 3, nil })
+		if err != nil {
+			return err
+		}
+		if len(got) != 3 || got[0].Doc != 3 || got[2].Doc != 5 { // 6 is below 0.40 − 0.1
+			t.Errorf("semantic kept %v, want documents 3, 4 and 5", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a small store every vector is scored exactly: hundreds of memories
+// whose signs match the query's better cannot hide the nearest one.
+func TestHybridSmallStoreScoresEveryVector(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = table{"query": {1, 0.1, 0.1, 0.1}, "target": {1, -0.1, -0.1, -0.1}, "dupe": {0.3, 0.9, 0.3, 0.3}}
+	})
+	target := put(t, s, memgate.Write{Text: "target memory"})
+	for i := range 700 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("dupe memory ", i)})
+	}
+	waitEmbedded(t, s, 701)
+	res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
+	if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
+		t.Fatalf("hits %v, want the target first", texts(res.Hits))
+	}
+}
+
+func waitEmbedded(t *testing.T, s *Store, n int64) {
+	t.Helper()
+	for began := time.Now(); s.Embedded() < n; {
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("%d of %d memories embedded after 10 s", s.Embedded(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
