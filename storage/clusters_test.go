@@ -120,7 +120,9 @@ func TestTrainingThatPanicsLeavesTheWholeScan(t *testing.T) {
 	s, queries := randomIndex(clusterMin, 16)
 	ix := &s.vecs
 	ix.stop = context.Background()
-	defer func(train func(context.Context, []int8, int, int, int) (*search.Clusters, error)) { trainClusters = train }(trainClusters)
+	defer func(train func(context.Context, []int8, int, int, int) (*search.Clusters, error)) {
+		trainClusters = train
+	}(trainClusters)
 	trainClusters = func(context.Context, []int8, int, int, int) (*search.Clusters, error) {
 		var none []int
 		return nil, fmt.Errorf("%d", none[1]) // index out of range
