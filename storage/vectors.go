@@ -894,7 +894,9 @@ func (s *Store) wakeCatchUp() {
 }
 
 // prepareVector embeds a memory about to be written. A failure is not the
-// write's: the memory goes without a vector and the catch-up embeds it.
+// write's: the memory goes without a vector, and once the write commits
+// the catch-up is woken to embed it (woken before, it could look for the
+// memory before it is there, find nothing and sleep a minute).
 func (s *Store) prepareVector(ctx context.Context, r *record) *storedVector {
 	if s.opts.Embedder == nil {
 		return nil
@@ -902,12 +904,10 @@ func (s *Store) prepareVector(ctx context.Context, r *record) *storedVector {
 	if s.replayed() != nil {
 		// A replica applying the log does not wait for an embedder per
 		// entry: the catch-up embeds what it applied.
-		s.wakeCatchUp()
 		return nil
 	}
 	vec, model, err := s.embedOne(ctx, embedText(r))
 	if err != nil {
-		s.wakeCatchUp()
 		return nil
 	}
 	return vectorOf(vec, model)

@@ -374,3 +374,19 @@ func waitEmbedded(t *testing.T, s *Store, n int64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A memory written while the embedder fails is embedded soon after the
+// embedder is back, not at the catch-up's next round a minute later.
+func TestHybridEmbedsWhatWentWithoutAVectorOnceTheEmbedderIsBack(t *testing.T) {
+	e := &switchable{Static: fixture(t)}
+	// Durable writes: the commit takes the time of a sync, in which the
+	// catch-up, woken too early, would look for the memory and not find it.
+	s := openTest(t, func(o *Options) { o.Embedder, o.NoSync = e, false })
+	put(t, s, memgate.Write{Text: "The physician said my blood pressure is fine"})
+	waitEmbedded(t, s, 1) // the catch-up has nothing left: it waits
+	e.set(search.ErrUnavailable)
+	put(t, s, memgate.Write{Text: "Bought a new automobile last spring"})
+	time.Sleep(50 * time.Millisecond)
+	e.set(nil)
+	waitEmbedded(t, s, 2)
+}

@@ -126,6 +126,9 @@ func (s *Store) put(ctx context.Context, w memgate.Write, then func(*txn) error)
 	if err != nil {
 		return memgate.Written{}, memgate.AsError(op, err)
 	}
+	if p.vec == nil && s.opts.Embedder != nil && !done.Deduplicated {
+		s.wakeCatchUp() // the memory went without a vector
+	}
 	if done.Memory, err = rec.memory(doc); err != nil {
 		return memgate.Written{}, memgate.Internal(op, err)
 	}
