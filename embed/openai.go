@@ -113,6 +113,17 @@ type errAnswer struct {
 
 func (e errAnswer) Error() string { return "embed: the endpoint answered " + strconv.Itoa(e.status) }
 
+// Unwrap makes an answer that says the service cannot serve (502, 503,
+// 504: down, overloaded, or behind a gateway that cannot reach it)
+// search.ErrUnavailable, as an endpoint that cannot be reached is.
+func (e errAnswer) Unwrap() error {
+	switch e.status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return search.ErrUnavailable
+	}
+	return nil
+}
+
 func (o *OpenAI) batch(ctx context.Context, texts []string, out [][]float32) error {
 	input := make([]string, 0, len(texts))
 	at := make([]int, 0, len(texts))

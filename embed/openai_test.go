@@ -103,14 +103,14 @@ func TestOpenAIRetriesAndFails(t *testing.T) {
 		t.Errorf("after two 503s: %v, %d calls; want an answer at the third", err, e.calls.Load())
 	}
 	e.status.Store(3)
-	if _, err := o.Embed(ctx, []string{"a"}); err == nil || errors.Is(err, search.ErrUnavailable) {
-		t.Errorf("three 503s: %v, want an error of the answer", err)
+	if _, err := o.Embed(ctx, []string{"a"}); !errors.Is(err, search.ErrUnavailable) {
+		t.Errorf("three 503s: %v, want ErrUnavailable (the service said so)", err)
 	}
 	e.failWith = http.StatusBadRequest
 	e.status.Store(1)
 	before := e.calls.Load()
-	if _, err := o.Embed(ctx, []string{"a"}); err == nil || e.calls.Load() != before+1 {
-		t.Errorf("a 400: %v after %d calls; want no retry", err, e.calls.Load()-before)
+	if _, err := o.Embed(ctx, []string{"a"}); err == nil || errors.Is(err, search.ErrUnavailable) || e.calls.Load() != before+1 {
+		t.Errorf("a 400: %v after %d calls; want an error of the answer, and no retry", err, e.calls.Load()-before)
 	}
 
 	e.delay = 300 * time.Millisecond
