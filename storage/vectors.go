@@ -752,6 +752,7 @@ func (s *Store) catchUp(ctx context.Context) {
 	}
 	var after uint64
 	model := ""
+	failing := false // the last batch failed, and that was logged
 	for ctx.Err() == nil {
 		name, version := e.Model()
 		if version == "" {
@@ -802,11 +803,22 @@ func (s *Store) catchUp(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !failing {
+				// Once, not at every retry; the reason alone (the error
+				// could name what was asked).
+				failing = true
+				s.log.Warn("the embedder fails: memories written meanwhile are ranked lexically until it answers",
+					"op", "storage.catchUp", "reason", fallbackOf(err))
+			}
 			backoff = min(2*backoff, 5*time.Second)
 			if !wait(backoff) {
 				return
 			}
 			continue
+		}
+		if failing {
+			failing = false
+			s.log.Info("the embedder answers again", "op", "storage.catchUp")
 		}
 		backoff = 100 * time.Millisecond
 		_ = s.write.do(func(t *txn) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -379,14 +380,44 @@ func waitEmbedded(t *testing.T, s *Store, n int64) {
 // embedder is back, not at the catch-up's next round a minute later.
 func TestHybridEmbedsWhatWentWithoutAVectorOnceTheEmbedderIsBack(t *testing.T) {
 	e := &switchable{Static: fixture(t)}
+	var logs syncBuffer
 	// Durable writes: the commit takes the time of a sync, in which the
 	// catch-up, woken too early, would look for the memory and not find it.
-	s := openTest(t, func(o *Options) { o.Embedder, o.NoSync = e, false })
+	s := openTest(t, func(o *Options) {
+		o.Embedder, o.NoSync = e, false
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	put(t, s, memgate.Write{Text: "The physician said my blood pressure is fine"})
 	waitEmbedded(t, s, 1) // the catch-up has nothing left: it waits
 	e.set(search.ErrUnavailable)
 	put(t, s, memgate.Write{Text: "Bought a new automobile last spring"})
-	time.Sleep(50 * time.Millisecond)
+	for began := time.Now(); !strings.Contains(logs.String(), "the embedder fails") && time.Since(began) < 10*time.Second; {
+		time.Sleep(5 * time.Millisecond) // the catch-up tries, and fails
+	}
 	e.set(nil)
 	waitEmbedded(t, s, 2)
+	// The failure and the recovery are logged once each, without the text.
+	out := logs.String()
+	if strings.Count(out, "the embedder fails") != 1 || !strings.Contains(out, "reason=unavailable") ||
+		strings.Count(out, "the embedder answers again") != 1 || strings.Contains(out, "automobile") {
+		t.Errorf("the log: %s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a store's goroutines may log into.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
