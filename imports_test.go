@@ -83,6 +83,7 @@ func TestImportRules(t *testing.T) {
 		{"server/console", nil, nil, ""},
 		{"internal/synthetic", nil, nil, ""},
 		{"internal/pgtest", nil, nil, ""},
+		{"internal/syncbuf", nil, nil, ""},
 		{"storage/storetest", []string{module, module + "/storage"}, nil, ""},
 		{"storage/postgres", []string{module, module + "/storage"}, nil, ""},
 		{"server/gateway", []string{module, module + "/server", module + "/server/message", module + "/telemetry"}, otelSDK,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/embed"
+	"github.com/memgate/memgate/internal/syncbuf"
 	"github.com/memgate/memgate/search"
 )
 
@@ -405,19 +406,4 @@ func TestHybridEmbedsWhatWentWithoutAVectorOnceTheEmbedderIsBack(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer that a store's goroutines may log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncbuf.Buffer

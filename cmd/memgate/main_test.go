@@ -2,16 +2,15 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/memgate/memgate/internal/syncbuf"
 	"github.com/memgate/memgate/storage"
 )
 
@@ -50,22 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 // syncBuffer is a stderr that a server may write from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // env is an environment for getenv: nothing from the process's.
 type env map[string]string
