@@ -95,10 +95,10 @@ func (p *Pool) openReplica(path string, ns memgate.Namespace, opts storage.Optio
 	case errors.Is(err, storage.ErrBadSnapshot), errors.Is(err, storage.ErrOtherNamespace), errors.Is(err, storage.ErrDamaged):
 		p.log.Error("a namespace's snapshot in the shared store cannot be used", "op", op, "namespace", string(ns), "error", err)
 		return nil, errBadSnapshot
-	case memgate.ErrorCode(err) != "":
+	case errors.As(err, new(*memgate.Error)):
 		return nil, err
 	}
-	return nil, unavailable(op, err)
+	return nil, unavailable(op, err) // the log's own errors: the database cannot be reached
 }
 
 // behindSnapshot reports whether replica s holds fewer entries than the

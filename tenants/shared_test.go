@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,6 +75,64 @@ func TestReplicaThatMissedTheLogIsMadeAgain(t *testing.T) {
 		if _, err := s.Get(ctx, id); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
+	}
+}
+
+// downLog is a log whose database, while down is set, cannot be reached.
+type downLog struct {
+	storage.Log
+	down *atomic.Bool
+}
+
+var errRefused = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (l downLog) Head(ctx context.Context) (storage.LogState, error) {
+	if l.down.Load() {
+		return storage.LogState{}, errRefused
+	}
+	return l.Log.Head(ctx)
+}
+
+type downShared struct {
+	memShared
+	down *atomic.Bool
+}
+
+func (d downShared) Log(ns memgate.Namespace) storage.Log { return downLog{d.memShared.Log(ns), d.down} }
+
+// A replica made again while the database cannot be reached answers
+// unavailable, to be retried, not internal; and opens once it is back.
+func TestReplicaMadeAgainWhileTheDatabaseIsDownIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	down := new(atomic.Bool)
+	sh := downShared{newMemShared(), down}
+	p := newPool(t, Options{Shared: sh, Store: storage.Options{Staleness: 1}, RetryOpenAfter: time.Millisecond})
+	write := func(id string) error {
+		s, release, err := p.Lease(ctx, "team")
+		if err != nil {
+			return err
+		}
+		defer release()
+		_, err = s.Write(ctx, memgate.Write{ID: id, Text: "memory " + id})
+		return err
+	}
+	if err := write("a"); err != nil {
+		t.Fatal(err)
+	}
+	sh.FailNextAppend() // the replica is made again at its next lease
+	if err := write("b"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		t.Fatalf("an unlogged write: %v", err)
+	}
+	down.Store(true)
+	for range 3 {
+		if err := write("c"); memgate.ErrorCode(err) != memgate.CodeUnavailable {
+			t.Fatalf("a write while the database is down: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond) // past RetryOpenAfter
+	}
+	down.Store(false)
+	if err := write("c"); err != nil {
+		t.Fatalf("once the database is back: %v", err)
 	}
 }
 
