@@ -98,7 +98,9 @@ type downShared struct {
 	down *atomic.Bool
 }
 
-func (d downShared) Log(ns memgate.Namespace) storage.Log { return downLog{d.memShared.Log(ns), d.down} }
+func (d downShared) Log(ns memgate.Namespace) storage.Log {
+	return downLog{d.memShared.Log(ns), d.down}
+}
 
 // A replica made again while the database cannot be reached answers
 // unavailable, to be retried, not internal; and opens once it is back.
