@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,15 @@ const (
 	openAIAnswerBytes = 64 << 20
 	// openAIRetries is how many times a failed request is tried again.
 	openAIRetries = 2
+	// openAIFailsToRest is how many calls in a row may find the endpoint
+	// unreachable or too slow before it rests (openAIRest).
+	openAIFailsToRest = 3
 )
+
+// openAIRest is how long an endpoint that failed openAIFailsToRest calls in
+// a row rests: calls fail at once, as the last one did, rather than each
+// wait out its timeout; then one call tries it again. A variable for tests.
+var openAIRest = 5 * time.Second
 
 // OpenAI embeds through an OpenAI-compatible /v1/embeddings endpoint
 // (OpenAI, Ollama, TEI, vLLM). Requests are batched, bounded in size and
@@ -45,6 +54,12 @@ type OpenAI struct {
 	client *http.Client
 	slots  chan struct{}
 	dim    atomic.Int64
+
+	mu     sync.Mutex
+	fails  int       // calls in a row that found the endpoint unreachable or too slow
+	last   error     // the last of them
+	rest   time.Time // until when calls fail at once
+	trying bool      // a call tries the endpoint again after a rest
 }
 
 // NewOpenAI returns an embedder for the endpoint at base (a URL ending in
@@ -72,8 +87,53 @@ func (o *OpenAI) Model() (string, string) {
 	return o.model, ""
 }
 
-// Embed returns a unit vector per text (nil for an empty text).
+// Embed returns a unit vector per text (nil for an empty text). After
+// openAIFailsToRest calls in a row found the endpoint unreachable or too
+// slow, it rests: calls fail at once with the last one's error (so a
+// search answers lexically, and a write goes without a vector, without
+// waiting), until one call, once openAIRest has passed, finds it back.
 func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if err := o.resting(); err != nil {
+		return nil, err
+	}
+	out, err := o.embed(ctx, texts)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.trying = false
+	switch {
+	case err == nil || ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// An answer, or a caller that went away: nothing learnt of a failure.
+		if err == nil {
+			o.fails = 0
+		}
+	case errors.Is(err, search.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		o.fails++
+		o.last = err
+		if o.fails >= openAIFailsToRest {
+			o.rest = time.Now().Add(openAIRest)
+		}
+	default:
+		o.fails = 0 // it answered, if not well
+	}
+	return out, err
+}
+
+// resting is the error of a call while the endpoint rests, nil when the
+// call may try it.
+func (o *OpenAI) resting() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fails < openAIFailsToRest {
+		return nil
+	}
+	if o.trying || time.Now().Before(o.rest) {
+		return fmt.Errorf("%w (the endpoint rests after %d failures in a row)", o.last, o.fails)
+	}
+	o.trying = true
+	return nil
+}
+
+func (o *OpenAI) embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	for start := 0; start < len(texts); {
 		end, size := start, 0

@@ -125,3 +125,42 @@ func TestOpenAIRetriesAndFails(t *testing.T) {
 		t.Errorf("a closed endpoint: %v, want ErrUnavailable (and no key)", err)
 	}
 }
+
+// An endpoint that several calls in a row found too slow, or could not
+// reach, rests: calls fail at once with the same reason, without asking
+// it, until one call after the rest finds it back.
+func TestOpenAIRestsAfterFailuresInARow(t *testing.T) {
+	defer func(d time.Duration) { openAIRest = d }(openAIRest)
+	openAIRest = 200 * time.Millisecond
+	e := newEndpoint(t)
+	o := NewOpenAI(e.srv.URL+"/v1", "m", "k", time.Second)
+	e.delay = 200 * time.Millisecond
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := o.Embed(ctx, []string{"a"})
+		return err
+	}
+	for i := range openAIFailsToRest {
+		if err := call(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("slow call %d: %v", i, err)
+		}
+	}
+	asked := e.calls.Load()
+	for range 5 {
+		if err := call(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rests") {
+			t.Fatalf("a call while the endpoint rests: %v, want the timeout again", err)
+		}
+	}
+	if e.calls.Load() != asked {
+		t.Fatalf("the resting endpoint was asked %d times", e.calls.Load()-asked)
+	}
+	e.delay = 0
+	time.Sleep(2 * openAIRest)
+	if err := call(); err != nil || e.calls.Load() != asked+1 {
+		t.Fatalf("after the rest: %v, %d calls", err, e.calls.Load()-asked)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("back: %v", err)
+	}
+}
