@@ -21,7 +21,7 @@ type endpoint struct {
 	calls, texts atomic.Int64
 	status       atomic.Int64 // answer this many failures first
 	failWith     int
-	delay        time.Duration
+	delay        atomic.Int64 // a time.Duration each answer waits first
 	srv          *httptest.Server
 }
 
@@ -38,8 +38,8 @@ func newEndpoint(t *testing.T) *endpoint {
 			http.Error(w, "busy", e.failWith)
 			return
 		}
-		if e.delay > 0 {
-			time.Sleep(e.delay)
+		if d := time.Duration(e.delay.Load()); d > 0 {
+			time.Sleep(d)
 		}
 		var req embeddingRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "m" {
@@ -113,7 +113,7 @@ func TestOpenAIRetriesAndFails(t *testing.T) {
 		t.Errorf("a 400: %v after %d calls; want an error of the answer, and no retry", err, e.calls.Load()-before)
 	}
 
-	e.delay = 300 * time.Millisecond
+	e.delay.Store(int64(300 * time.Millisecond))
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, err := o.Embed(short, []string{"a"}); !errors.Is(err, context.DeadlineExceeded) {
@@ -134,7 +134,7 @@ func TestOpenAIRestsAfterFailuresInARow(t *testing.T) {
 	openAIRest = 200 * time.Millisecond
 	e := newEndpoint(t)
 	o := NewOpenAI(e.srv.URL+"/v1", "m", "k", time.Second)
-	e.delay = 200 * time.Millisecond
+	e.delay.Store(int64(200 * time.Millisecond))
 	call := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
@@ -155,7 +155,7 @@ func TestOpenAIRestsAfterFailuresInARow(t *testing.T) {
 	if e.calls.Load() != asked {
 		t.Fatalf("the resting endpoint was asked %d times", e.calls.Load()-asked)
 	}
-	e.delay = 0
+	e.delay.Store(0)
 	time.Sleep(2 * openAIRest)
 	if err := call(); err != nil || e.calls.Load() != asked+1 {
 		t.Fatalf("after the rest: %v, %d calls", err, e.calls.Load()-asked)
