@@ -357,10 +357,10 @@ func TestHybridSmallStoreScoresEveryVector(t *testing.T) {
 		o.Embedder = table{"query": {1, 0.1, 0.1, 0.1}, "target": {1, -0.1, -0.1, -0.1}, "dupe": {0.3, 0.9, 0.3, 0.3}}
 	})
 	target := put(t, s, memgate.Write{Text: "target memory"})
-	for i := range 700 {
+	for i := range exactScan - 1 { // the most vectors scored whole
 		put(t, s, memgate.Write{Text: fmt.Sprint("dupe memory ", i)})
 	}
-	waitEmbedded(t, s, 701)
+	waitEmbedded(t, s, exactScan)
 	res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
 	if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
 		t.Fatalf("hits %v, want the target first", texts(res.Hits))
@@ -407,3 +407,39 @@ func TestHybridEmbedsWhatWentWithoutAVectorOnceTheEmbedderIsBack(t *testing.T) {
 
 // syncBuffer is a bytes.Buffer that a store's goroutines may log into.
 type syncBuffer = syncbuf.Buffer
+
+// A filter passing exactFiltered memories has them scored exactly, and one
+// passing one more has the scan's nearest it passes: either way the
+// nearest memory it passes is found, ahead of nearer ones it leaves out.
+func TestHybridFilterAtTheExactBound(t *testing.T) {
+	for _, n := range []int{exactFiltered, exactFiltered + 1} {
+		s := openTest(t, func(o *Options) {
+			o.Embedder = table{"query": {1, 0, 0, 0}, "near": {0.9, 0.436, 0, 0}, "car": {0.5, 0, 0.866, 0}, "filler": {0, 0, 0, 1}}
+		})
+		put(t, s, memgate.Write{Text: "near but untagged"})
+		car := put(t, s, memgate.Write{Text: "car tagged", Tags: []string{"t"}})
+		for i := range n - 1 {
+			put(t, s, memgate.Write{Text: fmt.Sprint("filler ", i), Tags: []string{"t"}})
+		}
+		waitEmbedded(t, s, int64(n+1))
+		res := search1(t, s, memgate.Query{Text: "query", Tags: []string{"t"}, Limit: 3})
+		if len(res.Hits) != 1 || res.Hits[0].ID != car.ID {
+			t.Errorf("a filter of %d: hits %v, want the car alone", n, texts(res.Hits))
+		}
+		err := s.view(func(v *view) error {
+			w := newWalk(context.Background())
+			f, err := s.newFilter(v, w, []string{"t"}, memgate.TagsAll, nil, "", ascending, orderAlways)
+			if err != nil {
+				return err
+			}
+			_, exact, err := s.filteredNear(v, w, f, []float32{1, 0, 0, 0}, 10)
+			if exact != (n <= exactFiltered) {
+				t.Errorf("a filter of %d scored exactly: %v", n, exact)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
