@@ -82,7 +82,7 @@ func (s *Store) SearchWith(ctx context.Context, q memgate.Query, others memgate.
 			return memgate.Result{}, memgate.Internal("storage.Search", errOtherTerms)
 		}
 	}
-	return s.search(ctx, q, scale{others: others, above: above})
+	return s.search(ctx, q, scale{others: others, above: above, view: true})
 }
 
 // scale is how a search of a view ranks: with the other stores' corpus,
@@ -91,6 +91,7 @@ func (s *Store) SearchWith(ctx context.Context, q memgate.Query, others memgate.
 type scale struct {
 	others memgate.Corpus
 	above  float64
+	view   bool // a search of a view: lexical, whatever the store's embedder
 }
 
 // bm25 is what one ranking scores with: the number of memories and their

@@ -72,7 +72,11 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 	terms := queryTerms(q.Text)
 	res := memgate.Result{Hits: []memgate.Hit{}, Receipt: memgate.Receipt{RetrievalMode: memgate.RetrievalLexical}}
 	var hy *hybrid
-	if hasText && s.opts.Embedder != nil && sc.others.Memories == 0 && sc.others.Length == 0 && sc.above == 0 {
+	switch {
+	case !hasText || s.opts.Embedder == nil:
+	case sc.view || sc.others.Memories != 0 || sc.others.Length != 0 || sc.above != 0:
+		res.Receipt.SemanticFallback = FallbackDisabled
+	default:
 		hy = s.embedQuery(ctx, q.Text, &res.Receipt)
 	}
 	err = s.view(func(v *view) error {

@@ -63,6 +63,9 @@ const (
 	FallbackUnavailable = "unavailable"
 	FallbackTimeout     = "timeout"
 	FallbackError       = "error"
+	// FallbackDisabled: the search is of a view across namespaces, which
+	// ranks lexically (one BM25 scale for them all).
+	FallbackDisabled = "disabled"
 )
 
 // fallbackOf names why err kept a search lexical.

@@ -443,3 +443,23 @@ func TestHybridFilterAtTheExactBound(t *testing.T) {
 		}
 	}
 }
+
+// A search of a view ranks lexically across its namespaces, and its
+// receipt says why the store's embedder was not used.
+func TestHybridViewSearchIsLexicalAndSaysSo(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.Embedder = fixture(t) })
+	put(t, s, memgate.Write{Text: "Bought a new automobile last spring"})
+	waitEmbedded(t, s, 1)
+	for _, others := range []memgate.Corpus{{}, {Memories: 3, Length: 30, Terms: []string{"automobil"}, DF: []int64{1}}} {
+		res, err := s.SearchWith(context.Background(), memgate.Query{Text: "automobile"}, others, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Receipt; r.RetrievalMode != memgate.RetrievalLexical || r.SemanticFallback != FallbackDisabled || len(res.Hits) != 1 {
+			t.Errorf("a view's search (others %+v): %+v, %d hits", others, r, len(res.Hits))
+		}
+	}
+	if res := search1(t, s, memgate.Query{Text: "automobile"}); res.Receipt.RetrievalMode != memgate.RetrievalHybrid {
+		t.Errorf("the store's own search: %+v", res.Receipt)
+	}
+}
