@@ -549,7 +549,8 @@ type scanState struct {
 	probe    search.Probe // the clusters, nearest the query first
 	parts    []search.ResidualPart
 	residual search.ResidualQuery
-	touched  byte // what reading the rows first read, kept so it is not optimised away
+	touched  byte      // what reading the rows first read, kept so it is not optimised away
+	cos      []float64 // the shortlist's exact cosines
 }
 
 var scanStates = sync.Pool{New: func() any { return new(scanState) }}
@@ -571,45 +572,75 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 	}
 	st := scanStates.Get().(*scanState)
 	defer scanStates.Put(st)
-	list := &st.list
+	st.top.Reset(k)
 	if ix.clusters == nil && len(ix.docs) <= exactScan {
 		// A small index is scored whole, exactly: a shortlist by signs
 		// can leave out a memory behind hundreds of near-duplicates.
-		st.top.Reset(k)
-		stride := ix.stride()
-		for i := range ix.docs {
-			c, doc := rowCosine(query, ix.rows[i*stride:(i+1)*stride])
-			if c >= search.CosineFloor && doc <= seq {
-				st.top.Push(doc, c)
-			}
-		}
+		ix.scoreAll(st, query, seq)
 		return st.top.Sorted()
 	}
+	list := &st.list
+	// A search with a filter asks for more (k), most of which the filter
+	// may leave out: the shortlist grows with it.
+	want := shortlistSize
 	if ix.clusters == nil {
 		st.query.Set(query)
-		list.Reset(shortlistSize)
-		list.Scan(ix.signs, &st.query, 0, len(ix.docs))
 	} else {
-		// A search with a filter asks for more (k), most of which the
-		// filter may leave out: the shortlist grows with it.
-		list.Reset(max(clusteredShortlist, 2*k))
+		want = max(clusteredShortlist, 2*k)
 		ix.clusters.Rank(&st.probe, query)
-		want, seen := probeWant(len(ix.docs)), 0
+		probe, seen := probeWant(len(ix.docs)), 0
 		st.parts = st.parts[:0]
 		for _, c := range st.probe.Order {
 			m := &ix.members[c]
 			st.parts = append(st.parts, search.ResidualPart{Signs: m.signs, Alpha: m.alpha, Slots: m.slots, Base: st.probe.Scores[c]})
-			if seen += len(m.slots); seen >= want {
+			if seen += len(m.slots); seen >= probe {
 				break
 			}
 		}
 		st.residual.Set(query)
-		list.ScanResiduals(st.parts, &st.residual)
 	}
-	list.Finish(ix.docs)
-	st.top.Reset(k)
+	for {
+		if ix.clusters == nil && want >= len(ix.docs) {
+			st.top.Reset(k)
+			ix.scoreAll(st, query, seq)
+			return st.top.Sorted()
+		}
+		list.Reset(want)
+		if ix.clusters == nil {
+			list.Scan(ix.signs, &st.query, 0, len(ix.docs))
+		} else {
+			list.ScanResiduals(st.parts, &st.residual)
+		}
+		list.Finish(ix.docs)
+		st.top.Reset(k)
+		slots := list.Slots()
+		// A shortlist more than half of whose rows are one and the same
+		// vector (hundreds of memories that differ only by words the
+		// vectors do not know) may have left out a nearer memory whose
+		// signs agree less with the query's: it grows until they no longer
+		// fill it, or holds every candidate.
+		if !ix.scoreRows(st, query, seq, slots) || len(slots) < want {
+			return st.top.Sorted()
+		}
+		want *= 4
+	}
+}
+
+// scoreAll scores every vector of the index exactly into st.top.
+func (ix *vecIndex) scoreAll(st *scanState, query []float32, seq uint64) {
 	stride := ix.stride()
-	slots := list.Slots()
+	for i := range ix.docs {
+		c, doc := rowCosine(query, ix.rows[i*stride:(i+1)*stride])
+		if c >= search.CosineFloor && doc <= seq {
+			st.top.Push(doc, c)
+		}
+	}
+}
+
+// scoreRows scores the rows of slots exactly into st.top, and reports
+// whether more than half of them are one and the same vector.
+func (ix *vecIndex) scoreRows(st *scanState, query []float32, seq uint64, slots []int32) (flooded bool) {
+	stride := ix.stride()
 	// The rows are far apart in memory. Reading every line of each first,
 	// in a loop that uses nothing it reads, lets their cache misses overlap
 	// (some twenty at once); scoring them as they come waited for each
@@ -623,14 +654,34 @@ func (s *Store) semanticScan(query []float32, k int, seq uint64) []search.Scored
 		}
 		touch += row[len(row)-1]
 	}
+	st.touched = touch
+	// One and the same vector has one and the same cosine: the most
+	// common cosine, by majority vote (Boyer and Moore), then counted.
+	var major float64
+	votes := 0
+	st.cos = st.cos[:0]
 	for _, i := range slots {
 		c, doc := rowCosine(query, ix.rows[int(i)*stride:(int(i)+1)*stride])
 		if c >= search.CosineFloor && doc <= seq {
 			st.top.Push(doc, c)
 		}
+		st.cos = append(st.cos, c)
+		switch {
+		case votes == 0:
+			major, votes = c, 1
+		case c == major:
+			votes++
+		default:
+			votes--
+		}
 	}
-	st.touched = touch
-	return st.top.Sorted()
+	same := 0
+	for _, c := range st.cos {
+		if c == major {
+			same++
+		}
+	}
+	return 2*same > len(slots)
 }
 
 // exactScan is the most vectors a scan scores every one of exactly

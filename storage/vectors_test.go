@@ -350,20 +350,24 @@ func TestHybridFilterKeepsItsOwnNearest(t *testing.T) {
 	}
 }
 
-// In a small store every vector is scored exactly: hundreds of memories
-// whose signs match the query's better cannot hide the nearest one.
-func TestHybridSmallStoreScoresEveryVector(t *testing.T) {
-	s := openTest(t, func(o *Options) {
-		o.Embedder = table{"query": {1, 0.1, 0.1, 0.1}, "target": {1, -0.1, -0.1, -0.1}, "dupe": {0.3, 0.9, 0.3, 0.3}}
-	})
-	target := put(t, s, memgate.Write{Text: "target memory"})
-	for i := range exactScan - 1 { // the most vectors scored whole
-		put(t, s, memgate.Write{Text: fmt.Sprint("dupe memory ", i)})
-	}
-	waitEmbedded(t, s, exactScan)
-	res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
-	if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
-		t.Fatalf("hits %v, want the target first", texts(res.Hits))
+// Hundreds of memories with one and the same vector, whose signs match
+// the query's better, cannot hide the nearest memory: in a small store
+// every vector is scored exactly, and past that a shortlist they fill
+// grows until they no longer do.
+func TestHybridIdenticalVectorsDoNotHideTheNearest(t *testing.T) {
+	for _, n := range []int{exactScan, exactScan + 1, 2 * exactScan} {
+		s := openTest(t, func(o *Options) {
+			o.Embedder = table{"query": {1, 0.1, 0.1, 0.1}, "target": {1, -0.1, -0.1, -0.1}, "dupe": {0.3, 0.9, 0.3, 0.3}}
+		})
+		target := put(t, s, memgate.Write{Text: "target memory"})
+		for i := range n - 1 {
+			put(t, s, memgate.Write{Text: fmt.Sprint("dupe memory ", i)})
+		}
+		waitEmbedded(t, s, int64(n))
+		res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
+		if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
+			t.Fatalf("%d vectors: hits %v, want the target first", n, texts(res.Hits))
+		}
 	}
 }
 
