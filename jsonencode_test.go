@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/internal/synthetic"
 )
 
 // stdJSON is what encoding/json writes for v with HTML escaping off: what
@@ -123,20 +124,7 @@ func TestReceiptAppendJSONMatchesEncodingJSON(t *testing.T) {
 }
 
 func randomMemory(r *rand.Rand) memgate.Memory {
-	str := func() string {
-		var b []byte
-		for range r.IntN(20) {
-			switch r.IntN(4) {
-			case 0:
-				b = append(b, byte(r.IntN(256)))
-			case 1:
-				b = append(b, byte(r.IntN(0x80)))
-			default:
-				b = append(b, string(rune(r.IntN(0x3000)))...)
-			}
-		}
-		return string(b)
-	}
+	str := func() string { return synthetic.Hostile(r, 20) }
 	m := memgate.Memory{ID: str(), Text: str(), Bytes: r.IntN(1 << 16), Title: str(), Version: r.Int64(),
 		CreatedAt: time.Unix(0, r.Int64N(1<<62)).UTC(), UpdatedAt: time.Unix(r.Int64N(1<<33), 0).UTC()}
 	if r.IntN(4) > 0 {

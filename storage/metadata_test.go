@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/memgate/memgate/internal/synthetic"
 )
 
 // unmarshalMetadata is what a record's metadata decoded to before
@@ -49,20 +51,7 @@ func TestDecodeMetadataIsJSONUnmarshal(t *testing.T) {
 	for _, s := range metadataStrings {
 		values = append(values, s)
 	}
-	str := func() string {
-		var b []byte
-		for range r.IntN(12) {
-			switch r.IntN(5) {
-			case 0:
-				b = append(b, byte(r.IntN(256)))
-			case 1:
-				b = append(b, byte(r.IntN(0x80)))
-			default:
-				b = append(b, string(rune(r.IntN(0x3000)))...)
-			}
-		}
-		return string(b)
-	}
+	str := func() string { return synthetic.Hostile(r, 12) }
 	for i := range 5000 {
 		md := map[string]any{}
 		for range r.IntN(8) {

@@ -1,5 +1,6 @@
-// Package synthetic makes the made-up corpus of the benchmarks that run
-// without the datasets: the storage package's and the bench module's.
+// Package synthetic makes up data: the corpus of the benchmarks that run
+// without the datasets (the storage package's and the bench module's), and
+// the hostile strings of the tests that pin encoders against encoding/json.
 package synthetic
 
 import (
@@ -31,4 +32,23 @@ func Texts(n int) []string {
 		out[i] = strings.TrimSpace(sb.String())
 	}
 	return out
+}
+
+// Hostile returns a string of up to max pieces, each an arbitrary byte
+// (often not UTF-8), an ASCII byte (control characters, quotes and
+// backslashes among them) or a rune below U+3000: what tests that pin an
+// encoder against encoding/json feed it.
+func Hostile(r *rand.Rand, max int) string {
+	var b []byte
+	for range r.IntN(max) {
+		switch r.IntN(4) {
+		case 0:
+			b = append(b, byte(r.IntN(256)))
+		case 1:
+			b = append(b, byte(r.IntN(0x80)))
+		default:
+			b = append(b, string(rune(r.IntN(0x3000)))...)
+		}
+	}
+	return string(b)
 }
