@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"slices"
 )
 
 // Clusters partition unit vectors by the nearest of k centroids (spherical
@@ -40,27 +39,58 @@ func (c *Clusters) Nearest8(q []int8) int {
 
 // A Probe is the clusters in the order a query probes them, with the
 // scratch that ordering needs; it is reused by Rank, which then allocates
-// nothing.
+// nothing. A search probes a few of the clusters nearest its query, so
+// they are not sorted: Next takes them off a heap, nearest first.
 type Probe struct {
-	Order  []int32   // the clusters, nearest the query first
 	Scores []float32 // the query's dot product with each cluster's centroid, by cluster
-	keys   []uint64
+	keys   []uint64  // a heap of the clusters not yet taken, the smallest key on top
 }
 
-// Rank orders the clusters for query in p: the nearest first, and of equal
-// dot products the lower cluster first.
+// Rank makes p the clusters in order for query: the nearest first, and of
+// equal dot products the lower cluster first.
 func (c *Clusters) Rank(p *Probe, query []float32) {
-	p.Scores, p.keys, p.Order = p.Scores[:0], p.keys[:0], p.Order[:0]
+	p.Scores, p.keys = p.Scores[:0], p.keys[:0]
 	for i := range c.K() {
 		d := dotf(c.centroid(i), query)
 		p.Scores = append(p.Scores, d)
-		// Sorting the keys ascending puts the largest score first, then
-		// the lower cluster: no comparison function to call.
+		// The smallest key is the largest score, then the lower cluster:
+		// no comparison function to call.
 		p.keys = append(p.keys, uint64(^orderedBits(d))<<32|uint64(i))
 	}
-	slices.Sort(p.keys)
-	for _, k := range p.keys {
-		p.Order = append(p.Order, int32(uint32(k)))
+	for i := len(p.keys)/2 - 1; i >= 0; i-- {
+		p.down(i)
+	}
+}
+
+// Next is the nearest cluster not yet taken; false when all are.
+func (p *Probe) Next() (int32, bool) {
+	n := len(p.keys)
+	if n == 0 {
+		return 0, false
+	}
+	top := p.keys[0]
+	p.keys[0] = p.keys[n-1]
+	p.keys = p.keys[:n-1]
+	p.down(0)
+	return int32(uint32(top)), true
+}
+
+// down moves the key at i down the heap to its place.
+func (p *Probe) down(i int) {
+	h := p.keys
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		if r := l + 1; r < len(h) && h[r] < h[l] {
+			l = r
+		}
+		if h[i] <= h[l] {
+			return
+		}
+		h[i], h[l] = h[l], h[i]
+		i = l
 	}
 }
 

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -80,13 +81,46 @@ func TestTrainClustersOfFewVectorsAndStopped(t *testing.T) {
 func TestRankPutsTheNearestClusterFirstAndTiesInOrder(t *testing.T) {
 	c := &Clusters{dim: 2, cent: []float32{1, 0, 0, 1, 0, 1, -1, 0}}
 	var p Probe
+	order := func() []int32 {
+		var o []int32
+		for c, ok := p.Next(); ok; c, ok = p.Next() {
+			o = append(o, c)
+		}
+		return o
+	}
 	c.Rank(&p, []float32{0, 1})
-	if !slices.Equal(p.Order, []int32{1, 2, 0, 3}) || !slices.Equal(p.Scores, []float32{0, 1, 1, 0}) {
-		t.Fatalf("order %v, scores %v; want [1 2 0 3] and [0 1 1 0]", p.Order, p.Scores)
+	if o := order(); !slices.Equal(o, []int32{1, 2, 0, 3}) || !slices.Equal(p.Scores, []float32{0, 1, 1, 0}) {
+		t.Fatalf("order %v, scores %v; want [1 2 0 3] and [0 1 1 0]", o, p.Scores)
 	}
 	c.Rank(&p, []float32{-1, -0.5})
-	if !slices.Equal(p.Order, []int32{3, 1, 2, 0}) {
-		t.Fatalf("order %v, want [3 1 2 0] (negative dot products)", p.Order)
+	if o := order(); !slices.Equal(o, []int32{3, 1, 2, 0}) {
+		t.Fatalf("order %v, want [3 1 2 0] (negative dot products)", o)
+	}
+}
+
+// The heap gives the same order as sorting every cluster's score, for
+// many clusters of random centroids, ties among them.
+func TestRankOrdersManyClustersAsASort(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const dim = 4
+	c := &Clusters{dim: dim}
+	for range 300 * dim {
+		c.cent = append(c.cent, float32(r.IntN(3)-1)) // many equal scores
+	}
+	query := []float32{0.5, -1, 0.25, 1}
+	var p Probe
+	c.Rank(&p, query)
+	want := make([]int32, c.K())
+	for i := range want {
+		want[i] = int32(i)
+	}
+	slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(p.Scores[b], p.Scores[a]) })
+	var got []int32
+	for c, ok := p.Next(); ok; c, ok = p.Next() {
+		got = append(got, c)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("heap order differs from the sort's:\n%v\n%v", got, want)
 	}
 }
 

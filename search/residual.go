@@ -120,7 +120,7 @@ func (s *Shortlist) ScanResiduals(parts []ResidualPart, q *ResidualQuery) {
 	for _, p := range parts {
 		n += len(p.Slots)
 	}
-	if n >= 4*sampleEvery*s.want {
+	if n >= sampleEvery*s.want {
 		var h [maxDistance + 1]int32
 		for _, p := range parts {
 			if q.words == 2 && residualBits == 4 {

@@ -27,6 +27,9 @@ const (
 	minClusters  = 64
 	maxClusters  = 1024
 	probeDivisor = 16 // a search scans 1/probeDivisor of the vectors
+	// A hybrid search one of whose lexical hits holds every term of its
+	// query scans a quarter of that (see rankHybrid).
+	shallowDivisor = 4 * probeDivisor
 )
 
 // clusterCount is how many clusters n vectors are trained into.
@@ -35,8 +38,8 @@ func clusterCount(n int) int {
 }
 
 // probeWant is how many vectors a search of a clustered index of n scans
-// at least.
-func probeWant(n int) int { return max(n/probeDivisor, 4*shortlistSize) }
+// at least, when it scans 1/div of them.
+func probeWant(n, div int) int { return max(n/div, 4*shortlistSize) }
 
 // maybeTrain starts a training of clusters when the index is large enough
 // and has none, or has doubled since its clusters were trained. It is

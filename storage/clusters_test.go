@@ -74,7 +74,7 @@ func TestClusteredIndexFindsEachVectorAndStaysInStep(t *testing.T) {
 	checkMembers(t, ix)
 	step := clusterMin / 16
 	for i, q := range queries {
-		near := s.semanticScan(q, 10, 1<<62)
+		near := s.semanticScan(q, 10, 1<<62, probeDivisor)
 		if len(near) == 0 || near[0].Doc != uint64(i*step+1) || near[0].Score < 0.99 {
 			t.Fatalf("query %d: nearest %v, want document %d at about 1", i, near[:min(len(near), 1)], i*step+1)
 		}
@@ -90,7 +90,7 @@ func TestClusteredIndexFindsEachVectorAndStaysInStep(t *testing.T) {
 	moved := queries[3]
 	ix.add(2, vectorOf(moved, "m"))
 	checkMembers(t, ix)
-	near := s.semanticScan(moved, 600, 1<<62)
+	near := s.semanticScan(moved, 600, 1<<62, probeDivisor)
 	found := false
 	for _, n := range near {
 		found = found || n.Doc == 2
@@ -134,7 +134,7 @@ func TestTrainingThatPanicsLeavesTheWholeScan(t *testing.T) {
 	if ix.clusters != nil || ix.training {
 		t.Fatal("a training that panicked left clusters, or still trains")
 	}
-	if near := s.semanticScan(queries[1], 5, 1<<62); len(near) == 0 || near[0].Doc != uint64(clusterMin/16+1) {
+	if near := s.semanticScan(queries[1], 5, 1<<62, probeDivisor); len(near) == 0 || near[0].Doc != uint64(clusterMin/16+1) {
 		t.Fatalf("after the panic, the scan found %v", near)
 	}
 }
@@ -178,7 +178,7 @@ func BenchmarkSemanticScanClustered(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.semanticScan(queries[i%len(queries)], 66, 1<<62)
+		s.semanticScan(queries[i%len(queries)], 66, 1<<62, probeDivisor)
 		i++
 	}
 }
@@ -233,7 +233,7 @@ func TestStoreClustersItsVectorsAndKeepsAnswering(t *testing.T) {
 func TestLexicalCandidatesJoinTheSemanticList(t *testing.T) {
 	s, queries := randomIndex(2000, 16)
 	q := queries[3]
-	near := s.semanticScan(q, 10, 1<<62)
+	near := s.semanticScan(q, 10, 1<<62, probeDivisor)
 	if len(near) < 3 {
 		t.Fatalf("%d near", len(near))
 	}
@@ -328,10 +328,10 @@ func TestClusteredShortlistGrowsWithWhatIsAsked(t *testing.T) {
 		ix.add(uint64(doc+1), vectorOf(v, "m"))
 	}
 	trainNow(t, s)
-	if n := len(s.semanticScan(topic, 66, 1<<62)); n != 66 {
+	if n := len(s.semanticScan(topic, 66, 1<<62, probeDivisor)); n != 66 {
 		t.Fatalf("asked for 66, got %d", n)
 	}
-	if n := len(s.semanticScan(topic, 4*50+16, 1<<62)); n != 216 {
+	if n := len(s.semanticScan(topic, 4*50+16, 1<<62, probeDivisor)); n != 216 {
 		t.Fatalf("asked for 216 (a filtered search's), got %d", n)
 	}
 }

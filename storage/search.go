@@ -103,7 +103,7 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 			res.Hits, res.Receipt.Candidates, err = s.rankHybrid(v, w, terms, f, limit, hy)
 			return err
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others, nil)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others, nil, 0)
 			ranked = sc.keep(ranked)
 		default:
 			ranked, err = s.newest(v, f, limit)
@@ -172,7 +172,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus, whole *wholeTerms) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus, whole *wholeTerms, share float64) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -188,7 +188,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, oth
 	}
 	bm := newBM25(n, total, scale{others: others})
 	if f == nil {
-		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm, whole); ok || err != nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm, whole, share); ok || err != nil {
 			return top, candidates, err
 		}
 	}
@@ -392,20 +392,27 @@ func (sc *scores) put(acc []float64, listed bool) {
 // the whole array. Either way a document's score is the same sum, in the
 // same order, as byDocument's. It declines (false) when the store's
 // document numbers are too sparse for an array.
-func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25, whole *wholeTerms) ([]search.Scored, int, bool, error) {
+//
+// A caller that keeps only the documents scoring at least share of the
+// best (a hybrid search: lexicalShare) gives share, and the merge does not
+// score a document whose postings could not reach share of the best so
+// far: those it returns at or above share of its best are the same.
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25, whole *wholeTerms, share float64) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
 	}
 	top := search.NewTopK(limit)
 	candidates := 0
+	best := 0.0 // the best score pushed
 	push := func(doc uint64, x float64) {
 		if x != 0 && !v.expired1(doc) {
 			candidates++
 			top.Push(doc, x)
+			best = max(best, x)
 		}
 	}
-	var best wholeTerms // of the merge: the first document holding every term
+	var every wholeTerms // of the merge: the first document holding every term
 	maxListed := int(hi+1) / 8
 	pbuf := postingPool.Get().(*[]posting)
 	defer postingPool.Put(pbuf)
@@ -468,10 +475,15 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		if doc == math.MaxUint64 {
 			break
 		}
-		if floor, full := top.Min(); full && canSkip {
+		floor, full := top.Min()
+		if !full {
+			floor = 0
+		}
+		if floor = max(floor, share*best); floor > 0 && canSkip {
 			// A document whose postings could not score above the worst of
-			// a full top is counted, not scored: most documents of a
-			// query's commoner words hold that word alone.
+			// a full top, or reach share of the best, is counted, not
+			// scored: most documents of a query's commoner words hold that
+			// word alone.
 			bound := 0.0
 			for _, l := range heads {
 				for at := l.at; at < l.end && ps[at].doc == doc; at++ {
@@ -507,13 +519,13 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 			}
 		}
 		if held == len(terms) && x != 0 && !v.expired1(doc) {
-			best.offer(doc, x)
+			every.offer(doc, x)
 		}
 		push(doc, x)
 	}
 	if whole != nil {
-		best.known = true
-		*whole = best
+		every.known = true
+		*whole = every
 	}
 	return top.Sorted(), candidates, true, nil
 }

@@ -600,6 +600,17 @@ func TestRankWholeSaysWhichHitsHoldEveryTerm(t *testing.T) {
 	}
 }
 
+// aboveShare is the hits at or above lexicalShare of the first, as a
+// hybrid search keeps them.
+func aboveShare(hits []search.Scored) []search.Scored {
+	for i, h := range hits {
+		if h.Score < lexicalShare*hits[0].Score {
+			return hits[:i]
+		}
+	}
+	return hits
+}
+
 func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...string) {
 	t.Helper()
 	mergedWhole := 0
@@ -616,8 +627,24 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 			avgLen = float64(total) / float64(n)
 			var ok bool
 			var every wholeTerms
-			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &every); err != nil || !ok {
+			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &every, 0); err != nil || !ok {
 				return fmt.Errorf("rankWhole declined (%v)", err)
+			}
+			// A share of the best: the same hits at or above it, the same
+			// candidates counted, and the same word on every term.
+			var everyShared wholeTerms
+			shared, sharedCandidates, _, err := s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &everyShared, lexicalShare)
+			if err != nil {
+				return err
+			}
+			if sharedCandidates != wholeCandidates {
+				return fmt.Errorf("%q, limit %d: %d candidates with a share, %d without", q, limit, sharedCandidates, wholeCandidates)
+			}
+			if a, b := aboveShare(whole), aboveShare(shared); !slices.Equal(a, b) {
+				return fmt.Errorf("%q, limit %d: at or above the share, %v with it, %v without", q, limit, b, a)
+			}
+			if a, b := every.among(aboveShare(whole)), everyShared.among(aboveShare(shared)); a != b {
+				return fmt.Errorf("%q, limit %d: a hit holds every term: %v with a share, %v without", q, limit, b, a)
 			}
 			// Whether the first k hold a document of every term, as the
 			// merge saw it and as the records' text says (an array of

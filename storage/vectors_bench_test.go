@@ -37,7 +37,7 @@ func BenchmarkSemanticScan(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.semanticScan(queries[i%len(queries)], 216, 1<<62)
+		s.semanticScan(queries[i%len(queries)], 216, 1<<62, probeDivisor)
 		i++
 	}
 }
@@ -47,11 +47,11 @@ func BenchmarkSemanticScan(b *testing.B) {
 func TestSemanticScanFindsAVectorItself(t *testing.T) {
 	s, queries := randomIndex(20000, 100)
 	for i, q := range queries {
-		near := s.semanticScan(q, 10, 1<<62)
+		near := s.semanticScan(q, 10, 1<<62, probeDivisor)
 		if len(near) == 0 || near[0].Doc != uint64(i*(20000/16)+1) || near[0].Score < 0.99 {
 			t.Fatalf("query %d: nearest %v, want document %d at about 1", i, near[:min(len(near), 1)], i*(20000/16)+1)
 		}
-		if older := s.semanticScan(q, 10, uint64(i*(20000/16))); len(older) > 0 && older[0].Doc > uint64(i*(20000/16)) {
+		if older := s.semanticScan(q, 10, uint64(i*(20000/16)), probeDivisor); len(older) > 0 && older[0].Doc > uint64(i*(20000/16)) {
 			t.Fatalf("query %d: a snapshot before the document found it", i)
 		}
 	}

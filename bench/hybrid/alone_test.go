@@ -64,7 +64,7 @@ func TestVectorsAlone(t *testing.T) {
 		clusters.Rank(&probe, query)
 		rprobed = rprobed[:0]
 		seen := 0
-		for _, c := range probe.Order {
+		for c, ok := probe.Next(); ok; c, ok = probe.Next() {
 			rp := rparts[c]
 			rp.Base = probe.Scores[c]
 			rprobed = append(rprobed, rp)
@@ -83,7 +83,7 @@ func TestVectorsAlone(t *testing.T) {
 		return on
 	}
 	type variant struct{ div, sl int }
-	variants := []variant{{16, 1 << 20}, {16, 128}, {16, 64}, {24, 64}, {12, 128}}
+	variants := []variant{{16, 1 << 20}, {16, 128}, {16, 64}, {24, 64}, {12, 128}, {32, 128}, {64, 128}}
 	known, para, synset := querySets(t, glosses, mems)
 	q := make([]float32, dim)
 	cos := make([]float32, n)
