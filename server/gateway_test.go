@@ -958,7 +958,13 @@ func TestGatewayAuthorizesEveryRequestWithItsOwnToken(t *testing.T) {
 // batch POSTs a JSON-RPC batch in session id and returns the status and body.
 func (g *liveGateway) batch(session string, msgs []string) (int, []byte) {
 	g.t.Helper()
-	resp := g.post(rpc{body: "[" + strings.Join(msgs, ",") + "]", session: session, version: "2025-03-26"})
+	return g.batchAs(session, "2025-03-26", msgs)
+}
+
+// batchAs is batch with the protocol version header version ("": none).
+func (g *liveGateway) batchAs(session, version string, msgs []string) (int, []byte) {
+	g.t.Helper()
+	resp := g.post(rpc{body: "[" + strings.Join(msgs, ",") + "]", session: session, version: version})
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -967,7 +973,16 @@ func (g *liveGateway) batch(session string, msgs []string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// Every batch the SDK would serve is screened: the header of 2025-03-26,
+// none (which the SDK takes for it), and the revision before it, which the
+// SDK serves batches of as well.
 func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
+	for _, v := range []string{"2025-03-26", "", "2024-11-05"} {
+		t.Run("version "+v, func(t *testing.T) { batchHoldsAtMost32Messages(t, v) })
+	}
+}
+
+func batchHoldsAtMost32Messages(t *testing.T, version string) {
 	g := startGateway(t, gateway.Options{}, server.Options{})
 	id := g.initialize("2025-03-26", nil)
 	pings := func(n int) []string {
@@ -977,7 +992,7 @@ func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
 		}
 		return msgs
 	}
-	status, body := g.batch(id, pings(message.MaxBatch))
+	status, body := g.batchAs(id, version, pings(message.MaxBatch))
 	var answers []struct {
 		ID     int64           `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -985,7 +1000,7 @@ func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
 	if err := json.Unmarshal(body, &answers); status != 200 || err != nil || len(answers) != message.MaxBatch {
 		t.Fatalf("a batch of %d: %d, %d answers (%v) %s", message.MaxBatch, status, len(answers), err, body)
 	}
-	status, body = g.batch(id, pings(message.MaxBatch+1))
+	status, body = g.batchAs(id, version, pings(message.MaxBatch+1))
 	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "at most 32") {
 		t.Fatalf("a batch of %d: %d %s", message.MaxBatch+1, status, body)
 	}
@@ -993,14 +1008,16 @@ func TestGatewayBatchHoldsAtMost32Messages(t *testing.T) {
 	for name, msgs := range map[string][]string{
 		"initialize":                 {strings.Replace(initBody("2025-03-26"), `"id":1`, `"id":"i"`, 1)},
 		"a malformed message":        {`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":2,"Method":"ping"}`},
+		"an id given twice":          {`{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`},
+		"an id of 1.5":               {`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`},
 		"a message with params null": {`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`},
 	} {
-		if status, body := g.batch(id, msgs); status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
+		if status, body := g.batchAs(id, version, msgs); status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
 			t.Errorf("a batch with %s: %d %s", name, status, body)
 		}
 	}
 	// Notifications alone are accepted without an answer.
-	if status, body := g.batch(id, []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`}); status != http.StatusAccepted || len(body) != 0 {
+	if status, body := g.batchAs(id, version, []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`}); status != http.StatusAccepted || len(body) != 0 {
 		t.Fatalf("a batch of notifications: %d %s", status, body)
 	}
 }

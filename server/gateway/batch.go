@@ -15,9 +15,11 @@ import (
 	"github.com/memgate/memgate/server/message"
 )
 
-// revisionBatches is the last revision with JSON-RPC batches; the SDK
-// refuses a batch of a later one itself.
-const revisionBatches = "2025-03-26"
+// revisionNoBatches is the first revision without JSON-RPC batches: the
+// SDK refuses a batch of it or of a later one itself, and serves a batch of
+// an earlier one (2025-03-26, which a request without the header is taken
+// for, and 2024-11-05), which is screened here.
+const revisionNoBatches = "2025-06-18"
 
 type batchKey struct{}
 
@@ -51,8 +53,8 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return next(c)
 		}
-		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != revisionBatches {
-			return next(c) // the SDK refuses batches past 2025-03-26
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= revisionNoBatches {
+			return next(c) // the SDK refuses it: the same comparison as its own
 		}
 		msgs, err := message.SplitBatch(trimmed)
 		if err != nil {
