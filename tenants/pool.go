@@ -364,6 +364,14 @@ func errDamaged(cause error) error {
 			"and restart the server"}
 }
 
+// errNotPlain is the error of a store whose folder or file is not what it
+// seems: it is not opened, and its own calls are unavailable until an
+// operator puts it right.
+func errNotPlain(condition string) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open",
+		Message: condition + "; it is not opened until that is put right"}
+}
+
 // remember keeps a failed open of ns, so that the leases that follow fail
 // at once: for RetryOpenAfter, and for a damaged file (file, as it is now:
 // nil for other failures) as long as it stays unchanged; never for a lock
@@ -469,11 +477,11 @@ func (p *Pool) open(ns memgate.Namespace) (*storage.Store, error) {
 	// The folder and the file must be what they seem, not links that lead
 	// out of the stores folder.
 	if fi, err := p.root.Lstat(name); err != nil || !fi.IsDir() {
-		return nil, memgate.Internal(op, errors.New("store folder is not a plain folder"))
+		return nil, errNotPlain("this namespace's store folder is not a plain folder (a link or a file stands in its place)")
 	}
 	file := storeFileIn(ns)
 	if fi, err := p.root.Lstat(file); err == nil && !fi.Mode().IsRegular() {
-		return nil, memgate.Internal(op, errors.New("store file is not a regular file"))
+		return nil, errNotPlain("this namespace's store file is not a regular file (a link or a folder stands in its place)")
 	}
 	// A failure goes back to the caller, which logs it once. An encrypted
 	// store is bound to its namespace: a file copied from another's folder

@@ -351,21 +351,42 @@ func TestCloseFlushesAndRefuses(t *testing.T) {
 	}
 }
 
+// A store folder or file that is a link, or a file where the folder
+// should be, is refused as unavailable, saying so; nothing is written
+// outside the stores folder, and the other namespaces work.
 func TestStoreFolderLinkIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "stores"), 0o700); err != nil {
+	stores := filepath.Join(dir, "stores")
+	if err := os.MkdirAll(filepath.Join(stores, "filelink"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, filepath.Join(dir, "stores", "evil")); err != nil {
+	if err := os.Symlink(outside, filepath.Join(stores, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "x.db"), filepath.Join(stores, "filelink", "memgate.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stores, "isfile"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := newPool(t, Options{Dir: dir})
-	if _, _, err := p.Lease(context.Background(), "evil"); err == nil {
-		t.Fatal("a store folder that links outside the stores folder was opened")
+	for ns, want := range map[memgate.Namespace]string{"evil": "folder", "isfile": "folder", "filelink": "file"} {
+		_, _, err := p.Lease(context.Background(), ns)
+		if err == nil {
+			t.Fatalf("%s: a store %s that is not what it seems was opened", ns, want)
+		}
+		if memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), "store "+want+" is not") {
+			t.Errorf("%s: %v (%s), want unavailable naming the store %s", ns, err, memgate.ErrorCode(err), want)
+		}
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Fatalf("the pool wrote outside the stores folder: %v", entries)
+	}
+	if _, r, err := p.Lease(context.Background(), "fine"); err != nil {
+		t.Fatalf("another namespace: %v", err)
+	} else {
+		r()
 	}
 }
 
