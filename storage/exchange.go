@@ -223,6 +223,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, onConflict string) (Imp
 		}
 		imported, skipped, quota, err := s.importBatch(ctx, batch, onConflict)
 		if err != nil {
+			if ctx.Err() != nil && rep.Imported+rep.Skipped > 0 {
+				return &memgate.Error{Code: memgate.CodeUnavailable, Cause: err,
+					Message: "the import was interrupted (its request ended, or the server is stopping); what its report counts was imported before, and stays"}
+			}
 			return err
 		}
 		rep.Imported += imported
@@ -690,15 +694,36 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	var n int64
+	ew := &firstError{w: w}
 	err := s.readTx(op, func(tx *bolt.Tx) error {
 		var err error
-		n, err = tx.WriteTo(w)
-		if errors.Is(err, io.EOF) { // bbolt read the file to its end before its last page
+		n, err = tx.WriteTo(ew)
+		switch {
+		case err != nil && ew.err != nil:
+			// The writer's own error: bbolt words some of them anew, which
+			// loses what they were (a full disk, a client gone).
+			err = ew.err
+		case errors.Is(err, io.EOF): // bbolt read the file to its end before its last page
 			err = fmt.Errorf("%w: the file is shorter than its pages", ErrDamaged)
 		}
 		return err
 	})
 	return n, memgate.Wrap(op, err)
+}
+
+// firstError is a writer that keeps the first error of the one it writes
+// to.
+type firstError struct {
+	w   io.Writer
+	err error
+}
+
+func (f *firstError) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // backupSyncEvery is how many bytes of a backup file are written between

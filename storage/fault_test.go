@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/memgate/memgate"
@@ -356,6 +357,46 @@ func TestBackupOfAFileCutShortIsDamage(t *testing.T) {
 	wantDamaged(t, "Backup", err)
 	_, err = s.Get(context.Background(), "m1")
 	wantDamaged(t, "Get after the damage was found", err)
+}
+
+// fullDisk fails every write after the first limit bytes as a full disk
+// does.
+type fullDisk struct{ limit int }
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if len(p) > d.limit {
+		n := d.limit
+		d.limit = 0
+		return n, syscall.ENOSPC
+	}
+	d.limit -= len(p)
+	return len(p), nil
+}
+
+// A backup whose copy meets a full disk says so, wherever in the file it
+// does (bbolt words the failures of its first pages' writes anew), and is
+// unavailable, not internal.
+func TestBackupOntoAFullDiskSaysSo(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), FileName), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "a", Text: "some text"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{0, 4096, 3 * 4096} { // the first meta page, the second, a data page
+		_, err := s.Backup(context.Background(), &fullDisk{limit: limit})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("full after %d bytes: %v, want ENOSPC in its chain", limit, err)
+		}
+		if err := StoreError("test", err); memgate.ErrorCode(err) != memgate.CodeUnavailable || !strings.Contains(err.Error(), "disk is full") {
+			t.Fatalf("full after %d bytes: %v (%s)", limit, err, memgate.ErrorCode(err))
+		}
+	}
+	if _, err := s.Get(context.Background(), "a"); err != nil {
+		t.Fatalf("the store after the failed backups: %v", err)
+	}
 }
 
 // waitLeading returns once a write leads c's next commit.

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
@@ -149,16 +151,22 @@ func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slo
 			// read transaction (which keeps writers from growing the file's
 			// mapping) lasts as long as a local copy, not as long as a slow
 			// client, and the lease ends before the transfer.
-			dir, err := os.MkdirTemp(tenants.StoresDir(dataDir), ".backup-*")
-			if err != nil {
-				release()
-				return 0, storage.StoreError("cmd.backup", err)
+			dir, err := makeBackupDir(tenants.StoresDir(dataDir), ".backup-*")
+			if err == nil {
+				defer os.RemoveAll(dir)
+				_, err = st.BackupFile(ctx, filepath.Join(dir, storage.FileName))
 			}
-			defer os.RemoveAll(dir)
-			_, err = st.BackupFile(ctx, filepath.Join(dir, storage.FileName))
+			if diskFull(err) {
+				// No room for the copy on the data's disk, which is when a
+				// backup is needed most: it goes to the client straight from
+				// the read transaction, held as long as the client takes.
+				os.RemoveAll(dir)
+				defer release()
+				return st.Backup(ctx, w)
+			}
 			release()
 			if err != nil {
-				return 0, err
+				return 0, storage.StoreError("cmd.backup", err)
 			}
 			f, err := os.Open(filepath.Join(dir, storage.FileName))
 			if err != nil {
@@ -227,4 +235,12 @@ func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slo
 			return tools.Invoke(server.WithPrincipal(ctx, &p), tool, args)
 		},
 	}
+}
+
+// makeBackupDir is os.MkdirTemp; a variable for tests.
+var makeBackupDir = os.MkdirTemp
+
+// diskFull reports whether err is a full disk or an exhausted quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,4 +72,76 @@ func TestOnlineBackupThroughTheAdminAPI(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes acknowledged before the backup, all in it", len(before))
+}
+
+// With no room on the data's disk for the local copy, a backup through the
+// admin API goes to the client straight from the store, whole.
+func TestOnlineBackupWithTheDataDiskFull(t *testing.T) {
+	was := makeBackupDir
+	makeBackupDir = func(string, string) (string, error) {
+		return "", &os.PathError{Op: "mkdirtemp", Path: "stores", Err: syscall.ENOSPC}
+	}
+	defer func() { makeBackupDir = was }()
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir())
+	base := strings.TrimSuffix(s.url, "/mcp")
+	cs := newSession(t, s.url)
+	for i := range 50 {
+		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "remember",
+			Arguments: map[string]any{"id": fmt.Sprint("m", i), "text": "kept through a full disk"}}); err != nil || res.IsError {
+			t.Fatalf("remember: %v %v", err, res)
+		}
+	}
+	code, body := adminCall(t, base, "GET", "namespaces/default/backup", adminToken, nil)
+	if code != 200 {
+		t.Fatalf("backup with the data disk full: %d %s", code, body)
+	}
+	restored := t.TempDir()
+	os.MkdirAll(filepath.Join(restored, "stores", "default"), 0o700)
+	os.WriteFile(filepath.Join(restored, "stores", "default", "memgate.db"), []byte(body), 0o600)
+	if st := mg(t, env{}, "", "stats", "--data-dir", restored).ok(t); st["count"] != 50.0 {
+		t.Fatalf("the backup holds %v memories, want 50", st["count"])
+	}
+}
+
+// An admin import in progress when the server is told to stop gets the
+// shutdown's grace, as any request in progress does, and finishes whole;
+// the server then exits.
+func TestAdminImportFinishesWithinTheShutdownGrace(t *testing.T) {
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", t.TempDir(), "--shutdown-grace", "20s")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	const n = 3000
+	body, feed := io.Pipe()
+	result := make(chan string, 1)
+	go func() {
+		code, answer := adminCall(t, base, "POST", "namespaces/default/import", adminToken, body)
+		result <- fmt.Sprint(code, " ", answer)
+	}()
+	line := func(i int) string { return fmt.Sprintf(`{"id":"m%d","text":"imported across a shutdown %d"}`+"\n", i, i) }
+	for i := range n / 2 {
+		if _, err := io.WriteString(feed, line(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the first half read, and some committed
+	s.stop()
+	time.Sleep(200 * time.Millisecond) // the shutdown under way
+	for i := n / 2; i < n; i++ {
+		if _, err := io.WriteString(feed, line(i)); err != nil {
+			t.Fatalf("the import's body was cut at line %d by the shutdown: %v", i, err)
+		}
+	}
+	feed.Close()
+	got := <-result
+	if !strings.HasPrefix(got, "200 ") || !strings.Contains(got, fmt.Sprintf(`"imported":%d`, n)) {
+		t.Fatalf("an import across a shutdown: %s", got)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("exit after the grace's import: %v", err)
+		}
+		s.done <- nil // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not exit after the import")
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/storage"
+	"github.com/memgate/memgate/tenants"
 )
 
 // The store commands work on the store of the configured namespace
@@ -294,6 +295,11 @@ type exportCmd struct {
 // Run pages through the export tool, concatenating its pages (only the
 // first has the header line) into one JSON Lines file.
 func (c *exportCmd) Run(a *app) error {
+	if c.Out != "" {
+		if err := checkOutput(a.cfg.DataDir, c.Out); err != nil {
+			return err
+		}
+	}
 	return a.heldStore(func() error { return c.direct(a) }, c.through(a))
 }
 
@@ -349,6 +355,40 @@ func exportAll(a *app, srv *server.Server, w io.Writer) (int, error) {
 		}
 		cursor = page.NextCursor
 	}
+}
+
+// checkOutput refuses, before anything is read, a file that a copy
+// (backup, export --out) must not replace, as writeAtomically replaces it
+// by renaming a new file over it: one in the data folder's stores (a store
+// replaced under the server holding it would lose what it acknowledged),
+// one a process holds as its store, and one that is not a regular file (a
+// device, a folder, or a link to one).
+func checkOutput(dataDir, path string) error {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return usageError{fmt.Errorf("%s is not a regular file; the copy replaces the file it names", path)}
+	}
+	if inside(tenants.StoresDir(dataDir), filepath.Dir(path)) {
+		return usageError{fmt.Errorf("%s is in the data folder's stores; write the copy elsewhere", path)}
+	}
+	if lockedByAnother(path) {
+		return usageError{fmt.Errorf("%s is a store a running process holds; write the copy elsewhere", path)}
+	}
+	return nil
+}
+
+// inside reports whether folder is dir or within it, links resolved.
+func inside(dir, folder string) bool {
+	real := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	rel, err := filepath.Rel(real(dir), real(folder))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // writeAtomically writes a file through fn: into a temporary file beside
@@ -462,6 +502,9 @@ type backupCmd struct {
 func (c *backupCmd) Run(a *app) error {
 	// A folder that is not there is the caller's mistake, not the store's.
 	if _, err := os.Stat(filepath.Dir(c.File)); err != nil {
+		return err
+	}
+	if err := checkOutput(a.cfg.DataDir, c.File); err != nil {
 		return err
 	}
 	return a.heldStore(func() error { return c.direct(a) }, c.through(a))

@@ -355,3 +355,67 @@ func TestImportReadsDevNull(t *testing.T) {
 		t.Fatalf("%v %q %q", err, out.String(), errOut.String())
 	}
 }
+
+// A copy never replaces a store: backup and export --out refuse a
+// destination in the data folder's stores, one a process holds as its
+// store, and one that is not a regular file (a device, a folder, a link to
+// one), and leave it as it was.
+func TestBackupAndExportRefuseAStoreAsTheirDestination(t *testing.T) {
+	dd := store(t)
+	dir := dd[1]
+	mg(t, env{}, "", args(dd, "remember", "--id", "kept", "a memory to keep")...).ok(t)
+	mg(t, env{}, "", args(dd, "remember", "--namespace", "other", "--id", "theirs", "another's")...).ok(t)
+	live := filepath.Join(dir, "stores", "default", storage.FileName)
+	before, err := os.ReadFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dest := range []string{
+		live,
+		filepath.Join(dir, "stores", "other", storage.FileName),
+		filepath.Join(dir, "stores", "default", "copy.db"),
+		filepath.Join(dir, "stores", "new.db"),
+	} {
+		mg(t, env{}, "", args(dd, "backup", dest)...).fails(t, 2, "the data folder's stores")
+		mg(t, env{}, "", args(dd, "export", "--out", dest)...).fails(t, 2, "the data folder's stores")
+	}
+	// Through a link to the stores folder, too.
+	link := filepath.Join(t.TempDir(), "stores")
+	if err := os.Symlink(filepath.Join(dir, "stores"), link); err != nil {
+		t.Fatal(err)
+	}
+	mg(t, env{}, "", args(dd, "backup", filepath.Join(link, "default", storage.FileName))...).fails(t, 2, "the data folder's stores")
+
+	// A store another process holds, outside this data folder.
+	held := filepath.Join(t.TempDir(), "elsewhere", storage.FileName)
+	release := holdStore(t, held)
+	mg(t, env{}, "", args(dd, "backup", held)...).fails(t, 2, "a running process holds")
+	release()
+
+	// Not a regular file.
+	mg(t, env{}, "", args(dd, "backup", "/dev/null")...).fails(t, 2, "not a regular file")
+	mg(t, env{}, "", args(dd, "export", "--out", "/dev/null")...).fails(t, 2, "not a regular file")
+	toDevice := filepath.Join(t.TempDir(), "null")
+	if err := os.Symlink("/dev/null", toDevice); err != nil {
+		t.Fatal(err)
+	}
+	mg(t, env{}, "", args(dd, "backup", toDevice)...).fails(t, 2, "not a regular file")
+	mg(t, env{}, "", args(dd, "backup", t.TempDir())...).fails(t, 2, "not a regular file")
+	if fi, err := os.Stat("/dev/null"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device: %v %v", fi, err)
+	}
+
+	after, err := os.ReadFile(live)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("the live store's file changed (%v)", err)
+	}
+	if m := mg(t, env{}, "", args(dd, "get", "kept")...).ok(t); m["memory"] == nil {
+		t.Fatalf("get after the refusals: %v", m)
+	}
+	// A regular file elsewhere, and a link to one, are replaced as before.
+	out := filepath.Join(t.TempDir(), "b.db")
+	if err := os.WriteFile(out, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mg(t, env{}, "", args(dd, "backup", out)...).ok(t)
+}

@@ -129,8 +129,12 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			defer g.streams.Add(-1)
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			stop := context.AfterFunc(g.stopStreams, cancel)
-			defer stop()
+			if !isTransfer(r) {
+				// A stream ends when shutdown begins; a transfer, which has an
+				// end, gets the shutdown's grace as other requests do.
+				stop := context.AfterFunc(g.stopStreams, cancel)
+				defer stop()
+			}
 			_ = rc.SetWriteDeadline(time.Time{})
 			c.SetRequest(r.WithContext(ctx))
 			return next(c)
