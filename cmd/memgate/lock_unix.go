@@ -5,17 +5,31 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 )
+
+// openLock is os.OpenFile; a variable for tests.
+var openLock = os.OpenFile
 
 // lockHTTP takes the data folder's HTTP lock, without waiting.
 func lockHTTP(dataDir string) (func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dataDir, httpLockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	path := filepath.Join(dataDir, httpLockFile)
+	f, err := openLock(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, syscall.EROFS) {
+		// A read-only data folder is served: its stores answer reads, and
+		// writes fail unavailable, saying why. The lock is taken on the file
+		// if it is there (flock needs no write access); if it is not, no
+		// server could have made it, and none can write there either.
+		if f, err = openLock(path, os.O_RDONLY, 0); errors.Is(err, fs.ErrNotExist) {
+			return func() {}, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--data-dir: the HTTP lock: %w", err)
 	}

@@ -1,0 +1,56 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// On a read-only data folder the HTTP lock is taken on the lock file if
+// it is there, and not needed if it is not: the server starts, and its
+// stores answer reads (writes fail unavailable, saying why).
+func TestHTTPLockOnAReadOnlyDataFolder(t *testing.T) {
+	readOnly := func(path string, flag int, perm fs.FileMode) (*os.File, error) {
+		if flag&(os.O_RDWR|os.O_WRONLY|os.O_CREATE) != 0 {
+			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}
+		}
+		return os.OpenFile(path, flag, perm)
+	}
+	was := openLock
+	defer func() { openLock = was }()
+
+	// No lock file: nothing to lock, and nothing could write there.
+	dir := t.TempDir()
+	openLock = readOnly
+	unlock, err := lockHTTP(dir)
+	if err != nil {
+		t.Fatalf("a read-only data folder without a lock file: %v", err)
+	}
+	unlock()
+
+	// A lock file another server holds: refused as on a writable folder.
+	openLock = was
+	held, err := lockHTTP(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openLock = readOnly
+	if _, err := lockHTTP(dir); !errors.As(err, new(usageError)) {
+		t.Fatalf("a read-only data folder another server holds: %v, want the one-line refusal", err)
+	}
+	held()
+	// Free again: taken through the read-only file.
+	unlock, err = lockHTTP(dir)
+	if err != nil {
+		t.Fatalf("a read-only data folder whose lock file is free: %v", err)
+	}
+	unlock()
+	if _, err := os.Stat(filepath.Join(dir, httpLockFile)); err != nil {
+		t.Fatal(err)
+	}
+}
