@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/memgate/memgate"
@@ -63,6 +65,7 @@ type storeStats struct {
 }
 
 func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slog.Logger) admin.Ops {
+	sweepBackupDirs(tenants.StoresDir(dataDir))
 	stats := func(ctx context.Context, ns memgate.Namespace) (storeStats, error) {
 		st, release, ok, err := leaseStore(ctx, pool, ns)
 		if err != nil || !ok {
@@ -151,7 +154,7 @@ func adminOps(pool *tenants.Pool, dataDir string, tools *server.Server, log *slo
 			// read transaction (which keeps writers from growing the file's
 			// mapping) lasts as long as a local copy, not as long as a slow
 			// client, and the lease ends before the transfer.
-			dir, err := makeBackupDir(tenants.StoresDir(dataDir), ".backup-*")
+			dir, err := makeBackupDir(tenants.StoresDir(dataDir), backupDirPrefix+strconv.Itoa(os.Getpid())+"-*")
 			if err == nil {
 				defer os.RemoveAll(dir)
 				_, err = st.BackupFile(ctx, filepath.Join(dir, storage.FileName))
@@ -243,4 +246,25 @@ var makeBackupDir = os.MkdirTemp
 // diskFull reports whether err is a full disk or an exhausted quota.
 func diskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// backupDirPrefix names the folders beside the stores where backups are
+// copied before they are sent: .backup-PID-random, PID the process's.
+const backupDirPrefix = ".backup-"
+
+// sweepBackupDirs removes the backup folders of processes that no longer
+// run (a server stopped during a backup leaves its folder); those of a
+// running process, this one's or another server's on the same data
+// folder, stay.
+func sweepBackupDirs(stores string) {
+	entries, _ := os.ReadDir(stores)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), backupDirPrefix)
+		pid, _, dash := strings.Cut(rest, "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || !dash || err != nil || n <= 0 || !e.IsDir() || processAlive(n) {
+			continue
+		}
+		os.RemoveAll(filepath.Join(stores, e.Name()))
+	}
 }

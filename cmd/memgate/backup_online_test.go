@@ -116,7 +116,9 @@ func TestAdminImportFinishesWithinTheShutdownGrace(t *testing.T) {
 		code, answer := adminCall(t, base, "POST", "namespaces/default/import", adminToken, body)
 		result <- fmt.Sprint(code, " ", answer)
 	}()
-	line := func(i int) string { return fmt.Sprintf(`{"id":"m%d","text":"imported across a shutdown %d"}`+"\n", i, i) }
+	line := func(i int) string {
+		return fmt.Sprintf(`{"id":"m%d","text":"imported across a shutdown %d"}`+"\n", i, i)
+	}
 	for i := range n / 2 {
 		if _, err := io.WriteString(feed, line(i)); err != nil {
 			t.Fatal(err)

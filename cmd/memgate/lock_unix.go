@@ -57,3 +57,10 @@ func lockedByAnother(path string) bool {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// processAlive reports whether a process of pid runs (or may: one of
+// another user's, which cannot be signalled, counts as running).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

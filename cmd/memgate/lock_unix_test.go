@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -52,5 +54,32 @@ func TestHTTPLockOnAReadOnlyDataFolder(t *testing.T) {
 	unlock()
 	if _, err := os.Stat(filepath.Join(dir, httpLockFile)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A backup folder left by a process that no longer runs is swept when a
+// server starts; one of a running process stays.
+func TestStaleBackupFoldersAreSwept(t *testing.T) {
+	stores := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(stores, backupDirPrefix+strconv.Itoa(dead.Process.Pid)+"-123")
+	mine := filepath.Join(stores, backupDirPrefix+strconv.Itoa(os.Getpid())+"-456")
+	other := filepath.Join(stores, "team-a")
+	for _, d := range []string{gone, mine, other} {
+		if err := os.MkdirAll(filepath.Join(d, "x"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepBackupDirs(stores)
+	if _, err := os.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the folder of a process that ended: %v", err)
+	}
+	for _, d := range []string{mine, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("%s was swept: %v", filepath.Base(d), err)
+		}
 	}
 }
