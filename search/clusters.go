@@ -238,5 +238,25 @@ func normalize(v []float32) bool {
 	return true
 }
 
+// ClustersOf is the clusters whose centroids are cent, each of dim numbers
+// one after the other (as Centroids gives them), as they were trained: false
+// when cent is not a whole number of centroids, or holds a number that is
+// not finite.
+func ClustersOf(dim int, cent []float32) (*Clusters, bool) {
+	if dim <= 0 || len(cent) == 0 || len(cent)%dim != 0 {
+		return nil, false
+	}
+	for _, x := range cent {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, false
+		}
+	}
+	return &Clusters{dim: dim, cent: cent}, true
+}
+
+// Centroids is every centroid's numbers, one centroid after the other; they
+// are not to be changed.
+func (c *Clusters) Centroids() []float32 { return c.cent }
+
 // Centroid is cluster i's centroid, a unit vector; it is not to be changed.
 func (c *Clusters) Centroid(i int) []float32 { return c.centroid(i) }

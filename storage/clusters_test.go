@@ -1,15 +1,21 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/memgate/memgate"
 
@@ -360,5 +366,172 @@ func TestStoresTrainInTurn(t *testing.T) {
 	b.vecs.trainers.Wait()
 	if !a.Clustered() || !b.Clustered() || c.Clustered() {
 		t.Fatalf("clustered: a %v, b %v, c (stopped) %v", a.Clustered(), b.Clustered(), c.Clustered())
+	}
+}
+
+// hashed embeds each text as a unit vector of 16 numbers drawn from a
+// generator seeded by the text: the same text, the same vector.
+type hashed struct{}
+
+func (hashed) Model() (string, string) { return "hashed", "1" }
+
+func (hashed) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		h := fnv.New64a()
+		h.Write([]byte(text))
+		r := rand.New(rand.NewPCG(h.Sum64(), 1))
+		v := make([]float32, 16)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		search.Normalise(v)
+		out[i] = v
+	}
+	return out, nil
+}
+
+// The clusters a training made are kept in the store: the next open uses
+// them, trains nothing, and answers as before; kept clusters that are
+// damaged are trained again, and the store opens as ever. Plain and
+// encrypted.
+func TestKeptClustersAreUsedAtTheNextOpen(t *testing.T) {
+	defer func(n int) { clusterMin = n }(clusterMin)
+	clusterMin = 300
+	for _, encrypted := range []bool{false, true} {
+		t.Run(fmt.Sprint("encrypted ", encrypted), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			opts := Options{NoSync: true, Embedder: hashed{}}
+			if encrypted {
+				opts.Encryption = encryption(t, "a passphrase")
+			}
+			s, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 400
+			for i := range n {
+				put(t, s, memgate.Write{Text: fmt.Sprint("memory number ", i)})
+			}
+			waitEmbedded(t, s, n)
+			waitClustered(t, s)
+			s.vecs.trainers.Wait() // the training goroutine keeps them after installing them
+			queries := []memgate.Query{{Text: "memory number 7"}, {Text: "number 123 memory", Limit: 10}, {Text: "something else"}}
+			before := make([][]memgate.Hit, len(queries))
+			for i, q := range queries {
+				before[i] = search1(t, s, q).Hits
+			}
+			k := s.vecs.clusters.K()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Opened again: the kept clusters, no training.
+			defer func(train func(context.Context, []int8, int, int, int) (*search.Clusters, error)) {
+				trainClusters = train
+			}(trainClusters)
+			trainClusters = func(ctx context.Context, q []int8, dim, k, rounds int) (*search.Clusters, error) {
+				t.Error("the clusters were trained again")
+				return search.TrainClusters(ctx, q, dim, k, rounds)
+			}
+			s, err = Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitEmbedded(t, s, n)
+			if s.Embedded() != n || !s.Clustered() || s.vecs.clusters.K() != k {
+				t.Fatalf("reopened: clustered %v, want the %d kept clusters", s.Clustered(), k)
+			}
+			checkMembers(t, &s.vecs)
+			for i, q := range queries {
+				if got := search1(t, s, q).Hits; !sameIDs(got, before[i]) {
+					t.Errorf("%q after the reopen: %v, before %v", q.Text, texts(got), texts(before[i]))
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Damaged: ignored, and trained again.
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				b := tx.Bucket(bucketVectors)
+				kept := b.Get(clustersKey)
+				if kept == nil {
+					return errors.New("no clusters kept")
+				}
+				return b.Put(clustersKey, append(bytes.Clone(kept[:len(kept)/2]), "damage"...))
+			})
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			trainings := 0
+			trainClusters = func(ctx context.Context, q []int8, dim, k, rounds int) (*search.Clusters, error) {
+				trainings++
+				return search.TrainClusters(ctx, q, dim, k, rounds)
+			}
+			s, err = Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			waitEmbedded(t, s, n)
+			waitClustered(t, s)
+			s.vecs.trainers.Wait()
+			if trainings != 1 {
+				t.Fatalf("damaged kept clusters: %d trainings, want 1", trainings)
+			}
+			if got := search1(t, s, queries[0]).Hits; len(got) == 0 || got[0].ID != before[0][0].ID {
+				t.Fatalf("after the damaged clusters: %v", texts(got))
+			}
+		})
+	}
+}
+
+func waitClustered(t *testing.T, s *Store) {
+	t.Helper()
+	for began := time.Now(); !s.Clustered(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 20*time.Second {
+			t.Fatal("no clusters after 20 s")
+		}
+	}
+}
+
+// The kept form reads back as it was written, and any cut of it, or a
+// byte changed in its numbers' framing, is refused without a panic.
+func TestKeptClustersFormat(t *testing.T) {
+	cent := []float32{1, 0, 0, 1, 0.6, 0.8}
+	c, ok := search.ClustersOf(2, cent)
+	if !ok {
+		t.Fatal("ClustersOf refused three centroids of two numbers")
+	}
+	sorted, assign := []uint64{3, 9, 1 << 40}, []int32{2, 0, 1}
+	b := marshalClusters("m@1", c, 17, sorted, assign)
+	kc, ok := unmarshalClusters(b)
+	if !ok || kc.model != "m@1" || kc.trained != 17 || !slices.Equal(kc.sorted, sorted) || !slices.Equal(kc.assign, assign) ||
+		!slices.Equal(kc.clusters.Centroids(), cent) {
+		t.Fatalf("read back: %+v %v", kc, ok)
+	}
+	for i := range len(b) {
+		if _, ok := unmarshalClusters(b[:i]); ok {
+			t.Fatalf("a cut at %d of %d bytes was read", i, len(b))
+		}
+	}
+	for _, bad := range [][]byte{
+		marshalClusters("m@1", c, 17, []uint64{3, 3}, []int32{0, 0}), // a document twice
+		marshalClusters("m@1", c, 17, []uint64{3}, []int32{3}),       // no such cluster
+		append(b, 0),
+		append([]byte{9}, b[1:]...), // another format
+	} {
+		if _, ok := unmarshalClusters(bad); ok {
+			t.Fatalf("%x was read", bad)
+		}
+	}
+	if _, ok := search.ClustersOf(2, []float32{1, 0, float32(math.NaN()), 1}); ok {
+		t.Fatal("a centroid of NaN was taken")
 	}
 }

@@ -284,9 +284,10 @@ type vecIndex struct {
 	members  []clusterMembers
 	where    []int32
 	whereC   []int32
-	trained  int    // the vectors the clusters were trained on
-	training bool   // a training runs
-	gen      uint64 // counts the loads, so that a training of an earlier one is dropped
+	trained  int               // the vectors the clusters were trained on
+	training bool              // a training runs
+	save     func(kept []byte) // keeps clusters in the store; nil: they are not kept
+	gen      uint64            // counts the loads, so that a training of an earlier one is dropped
 	stop     context.Context
 	trainers sync.WaitGroup
 	log      *slog.Logger
@@ -459,12 +460,25 @@ func (s *Store) ensureVectors(model string) error {
 	ix.docs, ix.rows, ix.signs, ix.slot, ix.blank = nil, nil, nil, map[uint64]int{}, map[uint64]bool{}
 	ix.clusters, ix.members, ix.where, ix.whereC, ix.trained = nil, nil, nil, nil, 0
 	ix.gen++
+	var kept keptClusters
+	keptOK := false
 	err := s.readTx("storage.vectors", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketVectors)
 		if b == nil {
 			return nil
 		}
+		if raw := b.Get(clustersKey); raw != nil {
+			if plain, err := s.seal.open(bucketVectors, clustersKey, raw); err == nil {
+				kept, keptOK = unmarshalClusters(plain)
+			}
+			if !keptOK {
+				s.log.Warn("the kept clusters of the vectors are unreadable: they are trained again", "op", "storage.vectors")
+			}
+		}
 		return b.ForEach(func(k, raw []byte) error {
+			if len(k) != 8 {
+				return nil // the kept clusters, read above
+			}
 			plain, err := s.seal.open(bucketVectors, k, raw)
 			if err != nil {
 				return err
@@ -493,6 +507,9 @@ func (s *Store) ensureVectors(model string) error {
 	}
 	ix.model = model
 	ix.ready.Store(int64(len(ix.docs) + len(ix.blank)))
+	if keptOK && kept.model == model && kept.clusters.Dim() == ix.dim && len(ix.docs) >= clusterMin {
+		ix.install(kept.clusters, kept.trained, kept.sorted, kept.assign)
+	}
 	ix.maybeTrain()
 	return nil
 }
@@ -936,6 +953,9 @@ func (s *Store) startVectors() {
 	s.vecs.wake = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.vecs.stop, s.vecs.log = ctx, s.log
+	if s.repl == nil {
+		s.vecs.save = s.saveClusters
+	}
 	done := make(chan struct{})
 	s.stopVectors = func() { cancel(); <-done; s.vecs.trainers.Wait() }
 	go func() {
