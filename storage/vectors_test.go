@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"log/slog"
 	"slices"
 	"strings"
@@ -465,5 +467,47 @@ func TestHybridViewSearchIsLexicalAndSaysSo(t *testing.T) {
 	}
 	if res := search1(t, s, memgate.Query{Text: "automobile"}); res.Receipt.RetrievalMode != memgate.RetrievalHybrid {
 		t.Errorf("the store's own search: %+v", res.Receipt)
+	}
+}
+
+// The same flood in a clustered store: two thousand memories of one vector,
+// farther from the query than the target, make their cluster's centroid;
+// the target, a member of that cluster whose residual's signs disagree with
+// the query's, is estimated below them (0.76 against 0.88, its cosine
+// 0.93), and only the shortlist's growth finds it. A thousand memories of
+// other vectors, away from the query, fill the other clusters, so that the
+// target gets no cluster of its own.
+func TestHybridIdenticalVectorsDoNotHideTheNearestOnceClustered(t *testing.T) {
+	defer func(n int) { clusterMin = n }(clusterMin)
+	clusterMin = 600
+	tb := table{"query": {1, 0.3, 0, 0}, "target": {0.93, 0.25, 0.26, 0.26}, "dupe": {1, 0, 0.3, 0.3}}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 1000 {
+		// Elsewhere: away from the query, so that none is nearer it.
+		tb[fmt.Sprint("o", i)] = []float32{-float32(math.Abs(r.NormFloat64())), float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())}
+	}
+	s := openTest(t, func(o *Options) { o.Embedder = tb })
+	const n = 3000
+	var target memgate.Memory
+	for i := range n {
+		word := "dupe"
+		switch {
+		case i == n/2: // not first: the training's first centroid is the first vector
+			target = put(t, s, memgate.Write{Text: "target memory"})
+			continue
+		case i%3 == 0:
+			word = fmt.Sprint("o", i%1000)
+		}
+		put(t, s, memgate.Write{Text: fmt.Sprint(word, " memory ", i)})
+	}
+	waitEmbedded(t, s, n)
+	for began := time.Now(); !s.Clustered(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 20*time.Second {
+			t.Fatal("no clusters after 20 s")
+		}
+	}
+	res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
+	if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
+		t.Fatalf("clustered: hits %v, want the target first", texts(res.Hits))
 	}
 }
