@@ -25,7 +25,7 @@ var echoingRequests = []struct {
 }{
 	{"params that do not decode", `{"name":5,"arguments":{"text":"` + secretMarker + `"}}`, "tools/call", -32602},
 	{"arguments of the wrong type", `{"name":"remember","arguments":"` + secretMarker + `"}`, "tools/call", -32602},
-	{"a name given twice", `{"name":"get","name":"` + secretMarker + `"}`, "tools/call", -32600},
+	{"a name given twice", `{"name":"get","name":"` + secretMarker + `"}`, "tools/call", -32602},
 	{"an unknown tool", `{"name":"` + secretMarker + `","arguments":{}}`, "tools/call", -32602},
 	{"an unknown prompt", `{"name":"` + secretMarker + `"}`, "prompts/get", -32602},
 	{"prompt arguments that do not decode", `{"name":"recall","arguments":{"topic":["` + secretMarker + `"]}}`, "prompts/get", -32602},
@@ -110,5 +110,66 @@ func checkNoEcho(t *testing.T, answer string) {
 	}
 	if !strings.Contains(answer, `"error"`) {
 		t.Errorf("not an error: %s", answer)
+	}
+}
+
+// A key given twice inside a message is answered under the message's id:
+// inside a tool's arguments, by the tool, as invalid_argument naming the
+// argument; elsewhere in the params, -32602. Only a key of the message's
+// own given twice (its id, say) leaves it without one.
+func TestKeysGivenTwiceAreAnsweredUnderTheirID(t *testing.T) {
+	calls := []struct {
+		params, method, want string
+	}{
+		{`{"name":"remember","arguments":{"text":"a","text":"b"}}`, "tools/call", `"field":"text"`},
+		{`{"name":"remember","arguments":{"text":"a","metadata":{"k":1,"k":2}}}`, "tools/call", `"field":"metadata"`},
+		{`{"name":"remember","name":"forget","arguments":{"text":"a"}}`, "tools/call", `"code":-32602`},
+		{`{"name":"remember","arguments":{"text":"a"},"_meta":{"x":1,"x":2}}`, "tools/call", `"code":-32602`},
+		{`{"name":"recall-context","arguments":{"topic":"a","topic":"b"}}`, "prompts/get", `"code":-32602`},
+		{`{"uri":"memgate://stats","uri":"memgate://stats"}`, "resources/read", `"code":-32602`},
+	}
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for i, c := range calls {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, c.method, c.params))
+	}
+	lines = append(lines, `{"jsonrpc":"2.0","id":98,"id":99,"method":"ping"}`)
+	var out syncBuffer
+	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]string{}
+	for _, a := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal([]byte(a), &m)
+		byID[string(m.ID)] = a
+	}
+	for i, c := range calls {
+		if a := byID[fmt.Sprint(i+1)]; !strings.Contains(a, c.want) {
+			t.Errorf("stdio, %s %s: %q, want %s under id %d", c.method, c.params, a, c.want, i+1)
+		}
+	}
+	if a := byID[""]; !strings.Contains(a, `"code":-32600`) {
+		t.Errorf("stdio, an id given twice: %q, want -32600 without an id", a)
+	}
+
+	g := startGateway(t, gateway.Options{}, server.Options{})
+	session := g.initialize("2025-11-25", nil)
+	for i, c := range calls {
+		resp := g.post(rpc{body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, c.method, c.params),
+			session: session, version: "2025-11-25"})
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), c.want) || !strings.Contains(string(b), fmt.Sprintf(`"id":%d`, i+1)) {
+			t.Errorf("HTTP, %s %s: %d %s, want %s under id %d", c.method, c.params, resp.StatusCode, b, c.want, i+1)
+		}
 	}
 }

@@ -90,6 +90,15 @@ func check(msg []byte, decode bool) (jsonrpc.Message, *jsonrpc.Response, bool) {
 	if errors.Is(err, memgate.ErrJSONSyntax) {
 		return nil, &jsonrpc.Response{Error: errNotJSON}, false
 	}
+	// A key given twice inside a member, not among the message's own
+	// members: the message is one message all the same, and its answer
+	// names its id.
+	nested := false
+	if errors.Is(err, memgate.ErrDuplicateKey) {
+		if m, ok := ownMembers(msg); ok {
+			members, err, nested = m, nil, true
+		}
+	}
 	if err != nil {
 		return nil, &jsonrpc.Response{Error: errInvalidMessage}, false
 	}
@@ -138,6 +147,14 @@ func check(msg []byte, decode bool) (jsonrpc.Message, *jsonrpc.Response, bool) {
 		return refuse(errBadParams)
 	}
 	call := hasMethod && id.IsValid()
+	switch {
+	case nested && !call:
+		return refuse(errInvalidMessage)
+	case nested && (method != "tools/call" || !twiceInArgumentsAlone(members["params"])):
+		return refuse(errBadParams)
+	}
+	// A tool's arguments with a key given twice go on: the tool refuses
+	// them itself, as invalid_argument naming the argument.
 	if !decode {
 		return nil, nil, call
 	}
@@ -151,6 +168,51 @@ func check(msg []byte, decode bool) (jsonrpc.Message, *jsonrpc.Response, bool) {
 		return m, nil, call
 	}
 	return &jsonrpc.Request{ID: id, Method: method, Params: params(members["params"])}, nil, call
+}
+
+// ownMembers splits msg, one JSON object, into its members when none of
+// its own keys is given twice (a key inside a member may be): false
+// otherwise.
+func ownMembers(msg []byte) (map[string]json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	members := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		if err != nil || !isKey {
+			return nil, false
+		}
+		var v json.RawMessage
+		if _, twice := members[key]; twice || dec.Decode(&v) != nil {
+			return nil, false
+		}
+		members[key] = v
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, false // more after the object
+	}
+	return members, true
+}
+
+// twiceInArgumentsAlone reports whether the keys given twice in the params
+// of a tools/call are all inside its arguments.
+func twiceInArgumentsAlone(params json.RawMessage) bool {
+	p, ok := ownMembers(params)
+	if !ok {
+		return false
+	}
+	for key, v := range p {
+		if key != "arguments" && memgate.CheckUniqueKeys(v) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // params is a request's params as the SDK's decoder gives them: absent is
