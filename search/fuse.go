@@ -71,3 +71,33 @@ func FuseWeighted(first, second []Scored, weight float64, limit int) []Scored {
 	}
 	return res
 }
+
+// Fill appends to fused, while it holds fewer than limit, the documents of
+// ranking (best first) it lacks, in ranking's order: a hybrid search's
+// lexical hits that its fusion left out come after those it kept, so that
+// turning on the vectors never returns fewer of them. Each gets the score
+// its rank would add in the fusion, no higher than the score before it.
+func Fill(fused, ranking []Scored, limit int) []Scored {
+	if len(fused) >= limit {
+		return fused
+	}
+	have := make(map[uint64]bool, len(fused))
+	for _, f := range fused {
+		have[f.Doc] = true
+	}
+	for rank, s := range ranking {
+		if len(fused) >= limit {
+			break
+		}
+		if have[s.Doc] {
+			continue
+		}
+		have[s.Doc] = true
+		score := 1 / float64(RRFK+rank+1)
+		if n := len(fused); n > 0 {
+			score = min(score, fused[n-1].Score)
+		}
+		fused = append(fused, Scored{Doc: s.Doc, Score: score})
+	}
+	return fused
+}

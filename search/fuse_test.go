@@ -70,3 +70,19 @@ func TestFuseWeightedPutsTheSecondListAlonesLast(t *testing.T) {
 		t.Errorf("fused score %v, want %v", got[0].Score, want)
 	}
 }
+
+func TestFillAppendsTheRankingsLeftOutInOrder(t *testing.T) {
+	fused := []Scored{{Doc: 7, Score: 0.03}, {Doc: 2, Score: 0.004}}
+	ranking := []Scored{{Doc: 2, Score: 9}, {Doc: 5, Score: 4}, {Doc: 2, Score: 4}, {Doc: 9, Score: 1}, {Doc: 1, Score: 0.5}}
+	got := Fill(slices.Clone(fused), ranking, 4)
+	want := []Scored{{Doc: 7, Score: 0.03}, {Doc: 2, Score: 0.004}, {Doc: 5, Score: 0.004}, {Doc: 9, Score: 0.004}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Fill: %v, want %v", got, want)
+	}
+	if got := Fill(slices.Clone(fused), ranking, 2); !slices.Equal(got, fused) {
+		t.Fatalf("Fill of a full answer changed it: %v", got)
+	}
+	if got := Fill(nil, ranking, 2); len(got) != 2 || got[0].Doc != 2 || got[1].Doc != 5 || got[0].Score != 1.0/61 || got[1].Score != 1.0/62 {
+		t.Fatalf("Fill of nothing: %v", got)
+	}
+}

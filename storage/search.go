@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -103,7 +104,7 @@ func (s *Store) search(ctx context.Context, q memgate.Query, sc scale) (memgate.
 			res.Hits, res.Receipt.Candidates, err = s.rankHybrid(v, w, terms, f, limit, hy)
 			return err
 		case hasText:
-			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others, nil, 0)
+			ranked, res.Receipt.Candidates, err = s.rank(v, w, terms, f, limit, sc.others, nil, nil)
 			ranked = sc.keep(ranked)
 		default:
 			ranked, err = s.newest(v, f, limit)
@@ -172,7 +173,7 @@ func queryTerms(text string) []string {
 // array by document, which the gathered documents, then the rest of the
 // filter's walk, narrow in document order. Either way the work is about the
 // smaller of the narrowing and the words, not the store.
-func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus, whole *wholeTerms, share float64) ([]search.Scored, int, error) {
+func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, others memgate.Corpus, whole *wholeTerms, cut *lexicalCut) ([]search.Scored, int, error) {
 	meta := v.tx.Bucket(bucketMeta)
 	count, err := s.counter(meta, metaCount)
 	if err != nil {
@@ -188,7 +189,7 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, oth
 	}
 	bm := newBM25(n, total, scale{others: others})
 	if f == nil {
-		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm, whole, share); ok || err != nil {
+		if top, candidates, ok, err := s.rankWhole(v, w, terms, limit, n, bm, whole, cut); ok || err != nil {
 			return top, candidates, err
 		}
 	}
@@ -393,29 +394,41 @@ func (sc *scores) put(acc []float64, listed bool) {
 // same order, as byDocument's. It declines (false) when the store's
 // document numbers are too sparse for an array.
 //
-// A caller that keeps only the documents scoring at least share of the
-// best (a hybrid search: lexicalShare) gives share, and the merge does not
-// score a document whose postings could not reach share of the best so
-// far: those it returns at or above share of its best are the same.
-func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25, whole *wholeTerms, share float64) ([]search.Scored, int, bool, error) {
+// A hybrid search gives the cut it makes of the ranking (lexicalCut), and
+// the merge does not score a document the cut would drop: one whose
+// postings could not reach the cut's share of the best so far, nor the
+// first keep so far. What the cut keeps is the same.
+func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm25, whole *wholeTerms, cut *lexicalCut) ([]search.Scored, int, bool, error) {
 	hi := v.seq
 	if hi >= uint64(8*n+65536) || hi >= maxScoreArray {
 		return nil, 0, false, nil
 	}
 	top := search.NewTopK(limit)
 	candidates := 0
-	best := 0.0 // the best score pushed
+	best := 0.0            // the best score pushed
+	var first *search.TopK // with a cut, the best cut.keep so far
+	if cut != nil {
+		first = search.NewTopK(cut.keep)
+	}
 	push := func(doc uint64, x float64) {
 		if x != 0 && !v.expired1(doc) {
 			candidates++
 			top.Push(doc, x)
 			best = max(best, x)
+			if first != nil {
+				first.Push(doc, x)
+			}
 		}
 	}
 	var every wholeTerms // of the merge: the first document holding every term
 	maxListed := int(hi+1) / 8
 	pbuf := postingPool.Get().(*[]posting)
-	defer postingPool.Put(pbuf)
+	kept := false // the lists outlive the ranking, for cut.scoreOf
+	defer func() {
+		if !kept {
+			postingPool.Put(pbuf)
+		}
+	}()
 	ps := (*pbuf)[:0]
 	var lists [maxMerged]mergeList // the lists held in ps, to merge
 	merged := 0
@@ -439,7 +452,7 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 				return nil, 0, false, errBadRecord // a posting past the snapshot: a damaged list
 			}
 		}
-		l := mergeList{at: start, end: len(ps), idf: bm.idf(ti, len(ps)-start)}
+		l := mergeList{start: start, at: start, end: len(ps), idf: bm.idf(ti, len(ps)-start)}
 		if arr == nil && merged < maxMerged && len(ps) <= maxListed {
 			lists[merged] = l
 			merged++
@@ -457,6 +470,9 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	}
 	if arr != nil {
 		arr.push(push)
+		if cut != nil {
+			cut.first = first.Sorted()
+		}
 		return top.Sorted(), candidates, true, nil // whole stays unknown
 	}
 	heads := lists[:merged]
@@ -479,18 +495,26 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		if !full {
 			floor = 0
 		}
-		if floor = max(floor, share*best); floor > 0 && canSkip {
+		cutFloor := 0.0
+		if cut != nil {
+			if kept, full := first.Min(); full {
+				cutFloor = min(cut.share*best, kept)
+			}
+		}
+		if max(floor, cutFloor) > 0 && canSkip {
 			// A document whose postings could not score above the worst of
-			// a full top, or reach share of the best, is counted, not
+			// a full top, or that the cut would drop, is counted, not
 			// scored: most documents of a query's commoner words hold that
 			// word alone.
+			// (A document holding every term is never below the share:
+			// its bound is at least any document's score.)
 			bound := 0.0
 			for _, l := range heads {
 				for at := l.at; at < l.end && ps[at].doc == doc; at++ {
 					bound += l.idf * (bm25p.K1 + 1)
 				}
 			}
-			if bound*(1+1e-9) < floor {
+			if bound *= 1 + 1e-9; bound < max(floor, cutFloor) {
 				scored := false
 				for i := range heads {
 					l := &heads[i]
@@ -520,23 +544,82 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		}
 		if held == len(terms) && x != 0 && !v.expired1(doc) {
 			every.offer(doc, x)
+			if whole != nil && len(terms) > 1 {
+				every.docs = append(every.docs, doc) // in document order
+			}
+		}
+		if cut != nil && x < cut.share*max(best, x) && held < len(terms) {
+			// Below the cut: a candidate for the first keep alone.
+			if x != 0 && !v.expired1(doc) {
+				candidates++
+				first.Push(doc, x)
+			}
+			continue
 		}
 		push(doc, x)
 	}
+	ranked := top.Sorted()
 	if whole != nil {
 		every.known = true
+		every.one = len(terms) == 1 && len(heads) == 1
 		*whole = every
 	}
-	return top.Sorted(), candidates, true, nil
+	if cut != nil {
+		cut.first = first.Sorted()
+		// The score of any document, from the lists, summed as the merge
+		// sums it: a hit the fusion brings that the cut left unscored gets
+		// its lexical_score all the same.
+		kept = true
+		cut.release = func() { postingPool.Put(pbuf) }
+		cut.scoreOf = func(doc uint64) float64 {
+			x := 0.0
+			for _, l := range heads {
+				list := ps[l.start:l.end]
+				i, _ := slices.BinarySearchFunc(list, doc, func(p posting, doc uint64) int { return cmp.Compare(p.doc, doc) })
+				for ; i < len(list) && list[i].doc == doc; i++ {
+					x += search.DefaultBM25.Score(l.idf, int(list[i].tf), int(list[i].docLen), bm.avgLen)
+				}
+			}
+			return x
+		}
+	}
+	return ranked, candidates, true, nil
 }
 
 // wholeTerms is what a ranking saw of the documents holding every one of
-// its terms: the first of them in its order, if it scored any. A ranking
-// that cannot tell leaves known false.
+// its terms: the first of them in its order, if it scored any, and which
+// of the documents it ranked hold them all. A ranking that cannot tell
+// leaves known false.
 type wholeTerms struct {
 	first search.Scored
 	found bool
 	known bool
+	docs  []uint64 // of the scored documents, those holding every term, in order (with one term, none: see one)
+	one   bool     // the ranking had one term, which every scored document holds
+}
+
+// holds reports whether the scored document doc holds every term.
+func (wt *wholeTerms) holds(doc uint64) bool {
+	_, ok := slices.BinarySearch(wt.docs, doc)
+	return ok || wt.one
+}
+
+// A lexicalCut is what a hybrid search keeps of its lexical ranking — for
+// the fusion, the documents scoring at least share of the best and those
+// holding every term, which the ranking returns; to fill its answer
+// (search.Fill), the first keep, which it gives in first — and what the
+// ranking gives back for the others. The others would take a
+// fused place from a document holding every term (a memory holding one
+// word of three, ranked modestly by both, would pass the memory that holds
+// all three), so the merge need not score them; a hit the fusion brings
+// anyway gets its score from scoreOf, until release. Both are nil when
+// the ranking cannot give them (it then ranked every document).
+type lexicalCut struct {
+	share   float64
+	keep    int
+	first   []search.Scored // the ranking's first keep, best first: nil when it ranked every document
+	scoreOf func(doc uint64) float64
+	release func()
 }
 
 func (wt *wholeTerms) offer(doc uint64, x float64) {
@@ -560,8 +643,8 @@ const maxMerged = 8
 // mergeList is one term's list within rankWhole's buffer: from at (the
 // next posting to merge) to end, and its term's idf.
 type mergeList struct {
-	at, end int
-	idf     float64
+	start, at, end int // the list is ps[start:end]; the merge is at at
+	idf            float64
 }
 
 // scoreArray is rankWhole's array of scores by document: the pooled

@@ -600,15 +600,16 @@ func TestRankWholeSaysWhichHitsHoldEveryTerm(t *testing.T) {
 	}
 }
 
-// aboveShare is the hits at or above lexicalShare of the first, as a
-// hybrid search keeps them.
-func aboveShare(hits []search.Scored) []search.Scored {
-	for i, h := range hits {
-		if h.Score < lexicalShare*hits[0].Score {
-			return hits[:i]
+// cutKeeps is what a hybrid search keeps of hits for the fusion: those of
+// at least the cut's share of the first and those holding every term.
+func cutKeeps(hits []search.Scored, every *wholeTerms, cut *lexicalCut) []search.Scored {
+	var out []search.Scored
+	for _, h := range hits {
+		if h.Score >= cut.share*hits[0].Score || every.holds(h.Doc) {
+			out = append(out, h)
 		}
 	}
-	return hits
+	return out
 }
 
 func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...string) {
@@ -627,24 +628,43 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 			avgLen = float64(total) / float64(n)
 			var ok bool
 			var every wholeTerms
-			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &every, 0); err != nil || !ok {
+			if whole, wholeCandidates, ok, err = s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &every, nil); err != nil || !ok {
 				return fmt.Errorf("rankWhole declined (%v)", err)
 			}
-			// A share of the best: the same hits at or above it, the same
-			// candidates counted, and the same word on every term.
-			var everyShared wholeTerms
-			shared, sharedCandidates, _, err := s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &everyShared, lexicalShare)
+			// A hybrid's cut: the same candidates counted, the same hits
+			// kept by the cut (those of at least its share of the best, and
+			// those holding every term), and the score of any document.
+			cut := &lexicalCut{share: lexicalShare, keep: min(limit, 3)}
+			var everyCut wholeTerms
+			cutRanked, cutCandidates, _, err := s.rankWhole(v, newWalk(context.Background()), terms, limit, n, newBM25(n, total, scale{}), &everyCut, cut)
 			if err != nil {
 				return err
 			}
-			if sharedCandidates != wholeCandidates {
-				return fmt.Errorf("%q, limit %d: %d candidates with a share, %d without", q, limit, sharedCandidates, wholeCandidates)
+			if cut.release != nil {
+				defer cut.release()
+				for _, r := range whole {
+					if x := cut.scoreOf(r.Doc); x != r.Score {
+						return fmt.Errorf("%q, limit %d: document %d scores %v by the cut's scoreOf, %v ranked", q, limit, r.Doc, x, r.Score)
+					}
+				}
 			}
-			if a, b := aboveShare(whole), aboveShare(shared); !slices.Equal(a, b) {
-				return fmt.Errorf("%q, limit %d: at or above the share, %v with it, %v without", q, limit, b, a)
+			if cutCandidates != wholeCandidates {
+				return fmt.Errorf("%q, limit %d: %d candidates with a cut, %d without", q, limit, cutCandidates, wholeCandidates)
 			}
-			if a, b := every.among(aboveShare(whole)), everyShared.among(aboveShare(shared)); a != b {
-				return fmt.Errorf("%q, limit %d: a hit holds every term: %v with a share, %v without", q, limit, b, a)
+			if a, b := cutKeeps(whole, &every, cut), cutKeeps(cutRanked, &everyCut, cut); !slices.Equal(a, b) {
+				return fmt.Errorf("%q, limit %d: the cut keeps %v of the ranking with it, %v without", q, limit, b, a)
+			}
+			if want := whole[:min(cut.keep, len(whole))]; !slices.Equal(cut.first, want) {
+				return fmt.Errorf("%q, limit %d: the cut's first %v, the ranking's %v", q, limit, cut.first, want)
+			}
+			for _, r := range cutRanked {
+				h, err := holdsEvery(s.txn(v.tx), r.Doc, terms)
+				if err != nil {
+					return err
+				}
+				if everyCut.known && everyCut.holds(r.Doc) != h {
+					return fmt.Errorf("%q, limit %d: the merge says document %d holds every term: %v; the record: %v", q, limit, r.Doc, everyCut.holds(r.Doc), h)
+				}
 			}
 			// Whether the first k hold a document of every term, as the
 			// merge saw it and as the records' text says (an array of

@@ -1030,18 +1030,41 @@ func (s *Store) embedQuery(ctx context.Context, text string, receipt *memgate.Re
 // memory without a vector).
 func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit int, hy *hybrid) ([]memgate.Hit, int, error) {
 	depth := max(limit, semanticDepth)
-	var lexical []search.Scored
+	var ranked, lexical []search.Scored
 	var whole wholeTerms
 	candidates := 0
+	t := s.txn(v.tx)
+	cut := &lexicalCut{share: lexicalShare, keep: limit}
+	defer func() {
+		if cut.release != nil {
+			cut.release()
+		}
+	}()
 	if len(terms) > 0 {
 		var err error
-		if lexical, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}, &whole, lexicalShare); err != nil {
+		if ranked, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}, &whole, cut); err != nil {
 			return nil, 0, err
 		}
-		for i, l := range lexical {
-			if l.Score < lexicalShare*lexical[0].Score {
-				lexical = lexical[:i]
-				break
+		// The fusion takes the lexical hits of at least lexicalShare of the
+		// best, and every one that holds every term (with one term, all).
+		// Where the ranking cannot tell which those are (an array of
+		// scores), the records of the first limit tell, as for
+		// behindWhole below; reading the fifty would cost more than the
+		// search.
+		lexical = make([]search.Scored, 0, len(ranked))
+		for i, l := range ranked {
+			keep := len(terms) == 1 || l.Score >= lexicalShare*ranked[0].Score
+			switch {
+			case keep:
+			case whole.known:
+				keep = whole.holds(l.Doc)
+			case i < limit:
+				if keep, err = holdsEvery(t, l.Doc, terms); err != nil {
+					return nil, 0, err
+				}
+			}
+			if keep {
+				lexical = append(lexical, l)
 			}
 		}
 	}
@@ -1050,7 +1073,6 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	// cosines are exact (withCosines): the scan then probes a quarter as
 	// far (shallowDivisor). On the known-item queries of bench/hybrid at
 	// 100k that kept success@5 at 0.980 and took ~40 µs off the search.
-	t := s.txn(v.tx)
 	behindWhole := false
 	if top := lexical[:min(limit, len(lexical))]; hy.vec != nil && whole.known {
 		// The ranking saw which documents hold every term.
@@ -1110,8 +1132,8 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 			return nil, 0, err
 		}
 	}
-	lex := make(map[uint64]float64, len(lexical))
-	for _, l := range lexical {
+	lex := make(map[uint64]float64, len(ranked))
+	for _, l := range ranked {
 		lex[l.Doc] = l.Score
 	}
 	for _, sm := range semantic {
@@ -1123,7 +1145,19 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	if behindWhole {
 		weight = semanticWeightBehindWhole
 	}
-	fused := search.FuseWeighted(lexical, semantic, weight, limit)
+	// The lexical hits the fusion left out fill the answer after those it
+	// kept, in their order: turning the vectors on never returns fewer.
+	fill := cut.first
+	if fill == nil {
+		fill = ranked // the ranking ranked every document
+	}
+	for _, l := range fill {
+		lex[l.Doc] = l.Score
+	}
+	fuse := func() []search.Scored {
+		return search.Fill(search.FuseWeighted(lexical, semantic, weight, limit), fill, limit)
+	}
+	fused := fuse()
 	// A document of the vector list may be gone from the snapshot (deleted
 	// just before it): it gives its place up. The records read here are
 	// the hits'.
@@ -1141,7 +1175,7 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		if len(semantic) == before {
 			break
 		}
-		fused = search.FuseWeighted(lexical, semantic, weight, limit)
+		fused = fuse()
 	}
 	hits := make([]memgate.Hit, 0, len(fused))
 	for i, fu := range fused {
@@ -1156,14 +1190,20 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		if err != nil {
 			return nil, 0, err
 		}
-		h := memgate.Hit{Memory: m, Score: 1, LexicalScore: lex[fu.Doc]}
+		lexScore, ok := lex[fu.Doc]
+		if !ok && cut.scoreOf != nil {
+			lexScore = cut.scoreOf(fu.Doc) // a memory of the vectors that the cut left unscored
+		}
+		h := memgate.Hit{Memory: m, Score: 1, LexicalScore: lexScore}
 		if best := fused[0].Score; best > 0 {
 			h.Score = fu.Score / best
 		}
 		cos := 0.0
 		if hy.vec != nil {
 			cos, _ = s.cosine(fu.Doc, hy.vec)
-			cos = math.Round(cos*1e6) / 1e6
+			// The vectors are kept as int8 numbers, so a cosine can pass 1
+			// by a little.
+			cos = math.Round(min(max(cos, -1), 1)*1e6) / 1e6
 		}
 		h.SemanticScore = &cos
 		hits = append(hits, h)

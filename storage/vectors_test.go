@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -509,5 +509,115 @@ func TestHybridIdenticalVectorsDoNotHideTheNearestOnceClustered(t *testing.T) {
 	res := search1(t, s, memgate.Query{Text: "query", Limit: 3})
 	if len(res.Hits) == 0 || res.Hits[0].ID != target.ID {
 		t.Fatalf("clustered: hits %v, want the target first", texts(res.Hits))
+	}
+}
+
+// Turning the vectors on never returns fewer of the memories that hold a
+// query's words: those the fusion leaves out (holding a word or two of a
+// longer query, far below the best) come after those it keeps, a memory
+// holding every term is never left out, and each hit's lexical_score is
+// its BM25 score whether the fusion took it or not.
+func TestHybridLosesNoLexicalHit(t *testing.T) {
+	s := openTest(t, func(o *Options) { o.Embedder = hashed{} })
+	plain := openTest(t) // the same memories, lexical
+	texts1 := []string{
+		"The quarterly budget meeting moved to Thursday afternoon in the large conference room near the kitchen, please bring the laptop and the printed agenda",
+		"budget budget budget", "meeting notes", "Thursday Thursday Thursday Thursday budget",
+	}
+	for i := range 10 {
+		texts1 = append(texts1, fmt.Sprint("an unrelated memory about gardening, number ", i))
+	}
+	var mems []memgate.Memory
+	for i, text := range texts1 {
+		id := fmt.Sprint("m", i)
+		mems = append(mems, put(t, s, memgate.Write{ID: id, Text: text}))
+		put(t, plain, memgate.Write{ID: id, Text: text})
+	}
+	a, b, c := mems[0], mems[1], mems[2]
+	waitEmbedded(t, s, int64(len(texts1)))
+	for _, q := range []string{"budget meeting Thursday", "budget", "quarterly budget", "Thursday budget"} {
+		lex := search1(t, plain, memgate.Query{Text: q, Limit: 10})
+		hy := search1(t, s, memgate.Query{Text: q, Limit: 10})
+		if hy.Receipt.RetrievalMode != memgate.RetrievalHybrid {
+			t.Fatalf("%q: not hybrid: %+v", q, hy.Receipt)
+		}
+		at := map[string]int{}
+		for i, h := range hy.Hits {
+			at[h.ID] = i
+			if h.SemanticScore != nil && (*h.SemanticScore > 1 || *h.SemanticScore < -1) {
+				t.Errorf("%q: semantic_score %v", q, *h.SemanticScore)
+			}
+		}
+		for _, l := range lex.Hits {
+			i, ok := at[l.ID]
+			if !ok {
+				t.Errorf("%q: hybrid lost the lexical hit %q (%v)", q, l.Text, texts(hy.Hits))
+				continue
+			}
+			if hy.Hits[i].LexicalScore != l.LexicalScore {
+				t.Errorf("%q: %q has lexical_score %v in hybrid, %v in lexical", q, l.Text, hy.Hits[i].LexicalScore, l.LexicalScore)
+			}
+		}
+	}
+	// The memory holding all three words comes before those holding one.
+	hy := search1(t, s, memgate.Query{Text: "budget meeting Thursday", Limit: 10})
+	pos := map[string]int{}
+	for i, h := range hy.Hits {
+		pos[h.ID] = i
+	}
+	if pos[a.ID] > pos[b.ID] || pos[a.ID] > pos[c.ID] {
+		t.Errorf("the memory holding every word after one holding one: %v", texts(hy.Hits))
+	}
+}
+
+// A memory whose vector is the query's scores a cosine of at most 1,
+// though its vector is kept as int8 numbers.
+func TestHybridSemanticScoreIsACosine(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	tb := table{}
+	for i := range 40 {
+		v := make([]float32, 24)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		tb[fmt.Sprint("w", i)] = v
+	}
+	s := openTest(t, func(o *Options) { o.Embedder = tb })
+	for i := range 40 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("w", i, " memory")})
+	}
+	waitEmbedded(t, s, 40)
+	for i := range 40 {
+		res := search1(t, s, memgate.Query{Text: fmt.Sprint("w", i), Limit: 1})
+		if len(res.Hits) != 1 || res.Hits[0].SemanticScore == nil || *res.Hits[0].SemanticScore > 1 || *res.Hits[0].SemanticScore < 0.99 {
+			t.Fatalf("w%d: %+v", i, res.Hits)
+		}
+	}
+}
+
+// A memory holding every term of the query stays in the fusion however
+// far below the best its BM25 score is: a memory holding one of the words,
+// first by the vectors, does not pass it.
+func TestHybridKeepsTheMemoryHoldingEveryTerm(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "wordy": {0, 0, 1, 0}, "pad": {0, 0, 0, 1}}
+	})
+	put(t, s, memgate.Write{Text: "alpha beta"})
+	wordy := put(t, s, memgate.Write{Text: "wordy notes that go on and on about many things, " +
+		"the alpha release, the beta programme, the gamma rays of the lab, and a great deal more besides that nobody reads"})
+	sim := put(t, s, memgate.Write{Text: "sim beta, and a few more words after it to make it long"})
+	for i := range 20 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("pad memory ", i)})
+	}
+	waitEmbedded(t, s, 23)
+	res := search1(t, s, memgate.Query{Text: "alpha beta gamma", Limit: 5})
+	pos := map[string]int{}
+	for i, h := range res.Hits {
+		pos[h.ID] = i
+	}
+	w, okW := pos[wordy.ID]
+	m, okM := pos[sim.ID]
+	if !okW || okM && m < w {
+		t.Fatalf("the memory holding every term at %d (%v), one holding a word at %d: %v", w, okW, m, texts(res.Hits))
 	}
 }
