@@ -148,3 +148,10 @@ func TestRekeyResumesAfterCrash(t *testing.T) {
 	counts(t, r, 2, 1)
 	allUnder(t, dir)
 }
+
+// rekey takes no --store: under MEMGATE_STORE=postgres, as a deployment
+// sets it, it refuses rather than report a folder with nothing to re-key.
+func TestRekeyRefusesTheDatabaseOfTheEnvironment(t *testing.T) {
+	e := env{"MEMGATE_STORE": "postgres", "MEMGATE_PASSPHRASE": "an old passphrase", "MEMGATE_NEW_PASSPHRASE": "a new passphrase"}
+	mg(t, e, "", "rekey", "--data-dir", t.TempDir()).fails(t, 2, "rekey works on the bbolt stores of a data folder")
+}
