@@ -87,7 +87,7 @@ func (s *Server) GetPrompt(ctx context.Context, name string, arguments map[strin
 	offered := s.prompts()
 	i := slices.IndexFunc(offered, func(p offeredPrompt) bool { return p.prompt.Name == name })
 	if i < 0 {
-		return nil, invalidParams("unknown prompt")
+		return nil, rpcError(memgate.Invalid("name", "unknown prompt"))
 	}
 	h := offered[i].handler
 	req := &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: name, Arguments: arguments}}
@@ -136,12 +136,12 @@ func (s *Server) prompt(name string, fn promptFunc) mcp.PromptHandler {
 func promptArgs(a map[string]string, names []string, required ...string) error {
 	for k := range a {
 		if !contains(names, k) {
-			return invalidParams("invalid params: unknown prompt argument")
+			return rpcError(memgate.Invalid("arguments", "unknown prompt argument"))
 		}
 	}
 	for _, k := range required {
 		if a[k] == "" {
-			return invalidParams("invalid params: missing required prompt argument " + k)
+			return rpcError(memgate.Invalid(k, "missing required prompt argument %s", k))
 		}
 	}
 	return nil
@@ -178,14 +178,13 @@ func (s *Server) recallContext(ctx context.Context, req *mcp.GetPromptRequest, a
 	}
 	topic := a["topic"]
 	if len(topic) > s.maxText {
-		return nil, "", invalidParams(fmt.Sprintf("invalid params: topic must be at most %d bytes", s.maxText))
+		return nil, "", rpcError(memgate.Invalid("topic", "topic must be at most %d bytes", s.maxText))
 	}
 	limit := defaultRecallLimit
 	if v, ok := a["limit"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > memgate.MaxSearchLimit {
-			return nil, "", invalidParams(fmt.Sprintf("invalid params: limit must be an integer from 1 to %d",
-				memgate.MaxSearchLimit))
+			return nil, "", rpcError(memgate.Invalid("limit", "limit must be an integer from 1 to %d", memgate.MaxSearchLimit))
 		}
 		limit = n
 	}
@@ -232,7 +231,7 @@ func (s *Server) saveMemory(_ context.Context, _ *mcp.GetPromptRequest, a map[st
 	}
 	content := a["content"]
 	if len(content) > s.maxText {
-		return nil, "", invalidParams(fmt.Sprintf("invalid params: content must be at most %d bytes", s.maxText))
+		return nil, "", rpcError(memgate.Invalid("content", "content must be at most %d bytes", s.maxText))
 	}
 	return &mcp.GetPromptResult{
 		Description: "Save content as a memory",
@@ -252,7 +251,7 @@ func (s *Server) reviewMemories(ctx context.Context, req *mcp.GetPromptRequest, 
 	q := memgate.ListQuery{Limit: reviewPageSize}
 	if tag := a["tag"]; tag != "" {
 		if memgate.ValidateTag("tag", tag) != nil {
-			return nil, "", invalidParams(fmt.Sprintf("invalid params: tag must be 1 to %d letters, digits or _ - . : /", memgate.MaxTagChars))
+			return nil, "", rpcError(memgate.Invalid("tag", "tag must be 1 to %d letters, digits or _ - . : /", memgate.MaxTagChars))
 		}
 		q.Tags = []string{tag}
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -91,6 +92,21 @@ func TestProtocolErrors(t *testing.T) {
 			if rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Fatalf("got %v, want -32602", err)
 			}
+			// memgate's envelope travels in data, as docs/TOOLS.md says, in
+			// what a prompt's or a resource's handler refuses; what is refused
+			// before a handler (an unknown name or URI, arguments of the wrong
+			// shape) is a fixed message alone.
+			if !handlerRefuses[tc.name] {
+				return
+			}
+			var w *jsonrpc.Error
+			var envelope struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			}
+			if !errors.As(err, &w) || json.Unmarshal(w.Data, &envelope) != nil || envelope.Code == "" || envelope.Message == "" {
+				t.Fatalf("%v: data %s, want memgate's envelope", err, w.Data)
+			}
 		})
 	}
 
@@ -100,6 +116,14 @@ func TestProtocolErrors(t *testing.T) {
 	if strings.Contains(err.Error(), "zq7") {
 		t.Fatalf("the error echoes the id: %v", err)
 	}
+}
+
+// handlerRefuses are the cases of TestProtocolErrors that a prompt's or a
+// resource's handler refuses.
+var handlerRefuses = map[string]bool{
+	"a memory that does not exist": true, "a prompt without its required argument": true,
+	"a prompt with an unknown argument": true, "a prompt with a limit out of range": true,
+	"a prompt with a bad tag": true, "a resource page cursor that was never issued": true,
 }
 
 func TestMalformedRequestsOnTheWire(t *testing.T) {

@@ -126,7 +126,8 @@ func parseMemoryURI(uri string, namespaced bool) (memoryRef, bool) {
 
 // errResourceNotFound is SEP-2164's answer to a memory that does not exist.
 // Unlike the SDK's own, it does not echo the URI: that holds the id.
-var errResourceNotFound = &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "Resource not found"}
+var errResourceNotFound = &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "Resource not found",
+	Data: marshal(wire(&memgate.Error{Code: memgate.CodeNotFound, Message: "no memory has this id"}))}
 
 func (s *Server) addResources(m *mcp.Server) {
 	if s.enabled[ToolGet] {
@@ -190,13 +191,13 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 	if !s.enabled[ToolGet] || !s.enabled[ToolList] {
 		if cur != "" {
 			failed = memgate.Invalid("cursor", "invalid cursor")
-			return nil, invalidParams("invalid cursor")
+			return nil, rpcError(failed.(*memgate.Error))
 		}
 		return res, nil
 	}
 	if len(cur) > maxCursorBytes {
 		failed = memgate.Invalid("cursor", "invalid cursor")
-		return nil, invalidParams("invalid cursor")
+		return nil, rpcError(failed.(*memgate.Error))
 	}
 	var page memgate.Page
 	ns, err = s.withStore(ctx, req.Extra, "", func(st Store, _ memgate.Namespace) error {
