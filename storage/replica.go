@@ -148,7 +148,7 @@ type replica struct {
 	staleness time.Duration
 	checked   atomic.Int64 // when the last look at the log's head started, unix ns
 
-	mu         sync.Mutex // one write or catch-up at a time, in log order
+	mu         ctxMutex // one write or catch-up at a time, in log order
 	epoch      int64
 	applied    uint64
 	chain      []byte     // the log's chain after applied
@@ -245,7 +245,34 @@ func newReplica(opts Options) *replica {
 	if every <= 0 {
 		every = DefaultCompactEvery
 	}
-	return &replica{log: opts.Log, staleness: st, every: uint64(every), stop: func() {}}
+	return &replica{log: opts.Log, staleness: st, every: uint64(every), stop: func() {}, mu: newCtxMutex()}
+}
+
+// A ctxMutex is a mutex whose LockCtx gives up when its context ends: a
+// call waiting behind a write that a stalled database holds is answered
+// at its deadline.
+type ctxMutex struct{ held chan struct{} }
+
+func newCtxMutex() ctxMutex { return ctxMutex{held: make(chan struct{}, 1)} }
+
+func (m *ctxMutex) Lock()   { m.held <- struct{}{} }
+func (m *ctxMutex) Unlock() { <-m.held }
+
+// LockCtx locks m, or returns ctx's error once ctx ends first.
+func (m *ctxMutex) LockCtx(ctx context.Context) error {
+	select {
+	case m.held <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errBusy is the error of a call that gave up waiting for the write
+// before it.
+func errBusy(op string, err error) error {
+	return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: err,
+		Message: "the shared store has not yet confirmed an earlier write of this namespace; retry shortly"}
 }
 
 // compact sends the log a snapshot of this replica — a copy of its file,
@@ -429,8 +456,15 @@ func (s *Store) newID() (string, error) {
 // logged).
 func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(ctx context.Context) error, changed func() bool) error {
 	r := s.repl
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.mu.LockCtx(ctx); err != nil {
+		return errBusy(op, err)
+	}
+	held := true // r.mu and the log's lock are this call's to release (not handed on)
+	defer func() {
+		if held {
+			r.mu.Unlock()
+		}
+	}()
 	if s.damaged.Load() {
 		return damagedError(op, nil)
 	}
@@ -439,7 +473,11 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 		return s.unreachable(op, err)
 	}
 	s.reached()
-	defer lw.Rollback()
+	defer func() {
+		if held {
+			lw.Rollback()
+		}
+	}()
 	if err := s.catchUpLog(ctx, op, lw.State(), lw.Read); err != nil {
 		return err
 	}
@@ -453,29 +491,65 @@ func (s *Store) replicate(ctx context.Context, op string, e *entry, write func(c
 	// The write runs whole, and is logged, whatever happens to the call
 	// meanwhile (a client gone, a deadline): every replica applies it whole.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logTimeout)
-	defer cancel()
 	werr := s.apply(wctx, e, write)
 	switch {
 	case werr == nil && !changed():
+		cancel()
 		return nil
 	case werr != nil && s.commits.Load() == before:
+		cancel()
 		return werr // refused, or failed before any change
 	case werr != nil && !refusedAgain(werr):
 		// Cut short by this machine (a full disk, say) after a part of it
 		// was written: it is not logged, so it did not happen anywhere,
 		// and this replica, which holds its part, is made again.
+		cancel()
 		s.damaged.Store(true)
 		s.log.Error("a write failed half done; this replica is made again from the log", "op", op,
 			"namespace", s.opts.Binding, "error", werr)
 		return werr
 	}
+	// The entry goes to the log in a goroutine of its own, so that a call
+	// that ends first is answered then, not when a stalled database
+	// answers: the goroutine then releases the log's lock and r.mu itself,
+	// and the next write of this replica waits for it.
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- s.logEntry(wctx, op, lw, e, werr)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // done as well
+			return err
+		default:
+		}
+		held = false
+		go func() {
+			<-done
+			lw.Rollback()
+			r.mu.Unlock()
+		}()
+		return &memgate.Error{Code: memgate.CodeUnavailable, Op: op, Cause: ctx.Err(),
+			Message: "the shared store has not confirmed the write yet: it is done whole or not at all; read it back to know"}
+	}
+}
+
+// logEntry appends e, whose write this replica has made (werr: refused
+// again, or nil), to the log and commits, with r.mu and the log's lock
+// held; a replica whose entry could not be logged is made again.
+func (s *Store) logEntry(ctx context.Context, op string, lw LogWrite, e *entry, werr error) error {
+	r := s.repl
 	plain, err := json.Marshal(e)
 	if err == nil {
 		seq := r.applied + 1
 		sealed := r.sealEntry(seq, plain)
 		chain := chainOf(r.chain, sealed)
-		if err = lw.Append(wctx, seq, sealed, chain); err == nil {
-			err = lw.Commit(wctx)
+		if err = lw.Append(ctx, seq, sealed, chain); err == nil {
+			err = lw.Commit(ctx)
 		}
 		if err == nil {
 			r.applied, r.chain = seq, chain
@@ -525,7 +599,9 @@ func (s *Store) fresh(ctx context.Context, op string) error {
 		return s.unreachable(op, err)
 	}
 	s.reached()
-	r.mu.Lock()
+	if err := r.mu.LockCtx(ctx); err != nil {
+		return errBusy(op, err)
+	}
 	defer r.mu.Unlock()
 	if st.Epoch != r.epoch || st.Seq < r.applied {
 		// A write of this replica may have come between the look and the

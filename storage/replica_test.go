@@ -142,3 +142,98 @@ func TestSnapshotBound(t *testing.T) {
 		}
 	}
 }
+
+// stalledLog is a log whose appends wait, as a database that stopped
+// answering does, until it is released.
+type stalledLog struct {
+	storage.Log
+	stall   chan struct{} // closed: appends go on
+	waiting chan struct{} // an append waits
+}
+
+func (l *stalledLog) Begin(ctx context.Context, key func() ([]byte, error)) (storage.LogWrite, error) {
+	w, err := l.Log.Begin(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &stalledWrite{LogWrite: w, l: l}, nil
+}
+
+type stalledWrite struct {
+	storage.LogWrite
+	l *stalledLog
+}
+
+func (w *stalledWrite) Append(ctx context.Context, seq uint64, entry, chain []byte) error {
+	select {
+	case w.l.waiting <- struct{}{}:
+	default:
+	}
+	<-w.l.stall
+	return w.LogWrite.Append(ctx, seq, entry, chain)
+}
+
+// A write whose log stalls answers when its call ends (a deadline, a
+// client gone), unavailable, without waiting for the log; the write is
+// then logged whole once the log answers, and the replica writes again.
+func TestAWriteWhoseLogStallsAnswersAtItsDeadline(t *testing.T) {
+	logs := storetest.NewMemLogs()
+	log := &stalledLog{Log: logs.Log("team"), stall: make(chan struct{}), waiting: make(chan struct{}, 1)}
+	s, err := storage.Open(filepath.Join(t.TempDir(), "memgate.db"), storage.Options{NoSync: true, Log: log, Binding: "team", Staleness: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.Put(ctx, memgate.Write{ID: "stalled", Text: "written while the log stalls"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if memgate.ErrorCode(err) != memgate.CodeUnavailable {
+			t.Fatalf("a write past its deadline while the log stalls: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		close(log.stall)
+		t.Fatal("the write waited for the stalled log past its deadline")
+	}
+	<-log.waiting
+	// A write behind it, while the log still stalls, answers at its own
+	// deadline too, and is not written.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	go func() {
+		_, _, err := s.Put(ctx2, memgate.Write{ID: "behind", Text: "written behind the stalled one"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if memgate.ErrorCode(err) != memgate.CodeUnavailable {
+			t.Fatalf("a write behind the stalled one: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		close(log.stall)
+		t.Fatal("a write behind the stalled one waited past its deadline")
+	}
+	close(log.stall)
+	// Logged whole once the log answers: read back, and written after.
+	for began := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.Get(context.Background(), "stalled"); err == nil {
+			break
+		} else if time.Since(began) > 10*time.Second {
+			t.Fatalf("the stalled write is not there once the log answered: %v", err)
+		}
+	}
+	if _, _, err := s.Put(context.Background(), memgate.Write{ID: "after", Text: "written after the stall"}); err != nil {
+		t.Fatalf("a write after the stall: %v", err)
+	}
+	if _, err := s.Get(context.Background(), "behind"); memgate.ErrorCode(err) != memgate.CodeNotFound {
+		t.Fatalf("the write that gave up waiting: %v, want not_found", err)
+	}
+	if n := logs.Entries("team"); n != 2 {
+		t.Fatalf("%d entries in the log, want 2", n)
+	}
+}
