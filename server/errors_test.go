@@ -34,25 +34,33 @@ var echoingRequests = []struct {
 	{"an unknown method", `{}`, secretMarker, -32601},
 }
 
-func TestProtocolErrorsRepeatNothingSentOverStdio(t *testing.T) {
+// stdioAnswers runs lines through a stdio session of a new server, after
+// its initialize (answered under id 0), and returns the answers' lines.
+func stdioAnswers(t *testing.T, lines ...string) []string {
+	t.Helper()
 	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := []string{
+	lines = append([]string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-	}
-	for i, r := range echoingRequests {
-		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, r.method, r.params))
-	}
+	}, lines...)
 	var out syncBuffer
 	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
 		t.Fatal(err)
 	}
-	answers := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
+func TestProtocolErrorsRepeatNothingSentOverStdio(t *testing.T) {
+	var lines []string
+	for i, r := range echoingRequests {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, r.method, r.params))
+	}
+	answers := stdioAnswers(t, lines...)
 	if len(answers) != len(echoingRequests)+1 {
-		t.Fatalf("%d answers to %d calls:\n%s", len(answers), len(echoingRequests)+1, out.String())
+		t.Fatalf("%d answers to %d calls:\n%s", len(answers), len(echoingRequests)+1, strings.Join(answers, "\n"))
 	}
 	for _, a := range answers {
 		if !strings.HasPrefix(a, `{"jsonrpc":"2.0","id":0,`) {
@@ -128,24 +136,13 @@ func TestKeysGivenTwiceAreAnsweredUnderTheirID(t *testing.T) {
 		{`{"name":"recall-context","arguments":{"topic":"a","topic":"b"}}`, "prompts/get", `"code":-32602`},
 		{`{"uri":"memgate://stats","uri":"memgate://stats"}`, "resources/read", `"code":-32602`},
 	}
-	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := []string{
-		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-	}
+	var lines []string
 	for i, c := range calls {
 		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, c.method, c.params))
 	}
 	lines = append(lines, `{"jsonrpc":"2.0","id":98,"id":99,"method":"ping"}`)
-	var out syncBuffer
-	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
-		t.Fatal(err)
-	}
 	byID := map[string]string{}
-	for _, a := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, a := range stdioAnswers(t, lines...) {
 		var m struct {
 			ID json.RawMessage `json:"id"`
 		}

@@ -184,40 +184,32 @@ func TestAWriteWhoseLogStallsAnswersAtItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := s.Put(ctx, memgate.Write{ID: "stalled", Text: "written while the log stalls"})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if memgate.ErrorCode(err) != memgate.CodeUnavailable {
-			t.Fatalf("a write past its deadline while the log stalls: %v", err)
+	// putByDeadline writes w with a deadline of 300 ms, and wants it
+	// answered unavailable, however long the log stalls.
+	putByDeadline := func(w memgate.Write, what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := s.Put(ctx, w)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if memgate.ErrorCode(err) != memgate.CodeUnavailable {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(20 * time.Second):
+			close(log.stall)
+			t.Fatalf("%s waited past its deadline", what)
 		}
-	case <-time.After(20 * time.Second):
-		close(log.stall)
-		t.Fatal("the write waited for the stalled log past its deadline")
 	}
+	putByDeadline(memgate.Write{ID: "stalled", Text: "written while the log stalls"}, "a write while the log stalls")
 	<-log.waiting
 	// A write behind it, while the log still stalls, answers at its own
 	// deadline too, and is not written.
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel2()
-	go func() {
-		_, _, err := s.Put(ctx2, memgate.Write{ID: "behind", Text: "written behind the stalled one"})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if memgate.ErrorCode(err) != memgate.CodeUnavailable {
-			t.Fatalf("a write behind the stalled one: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		close(log.stall)
-		t.Fatal("a write behind the stalled one waited past its deadline")
-	}
+	putByDeadline(memgate.Write{ID: "behind", Text: "written behind the stalled one"}, "a write behind the stalled one")
 	close(log.stall)
 	// Logged whole once the log answers: read back, and written after.
 	for began := time.Now(); ; time.Sleep(10 * time.Millisecond) {
