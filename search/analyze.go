@@ -95,6 +95,27 @@ func TermCounts(text string) (counts map[string]int, length int) {
 	return counts, length
 }
 
+// CountTerms sets tf[i] to how often terms[i] occurs in text's terms and
+// returns the number of its terms with repeats, as TermCounts does, for a
+// query's few terms without a map of all of them.
+func CountTerms(text string, terms []string, tf []int) (length int) {
+	p := termsPool.Get().(*[]string)
+	all := AppendTerms((*p)[:0], text)
+	clear(tf)
+	for _, t := range all {
+		if i := slices.Index(terms, t); i >= 0 {
+			tf[i]++
+		}
+	}
+	length = len(all)
+	if cap(all) <= 1<<16 {
+		clear(all)
+		*p = all[:0]
+		termsPool.Put(p)
+	}
+	return length
+}
+
 // class is what a character does inside a segment.
 type class uint8
 

@@ -169,3 +169,19 @@ func TestAccentsFold(t *testing.T) {
 		t.Errorf("Terms = %q: letters that do not decompose stay", got)
 	}
 }
+
+// CountTerms counts a query's terms as TermCounts counts every term.
+func TestCountTermsAgreesWithTermCounts(t *testing.T) {
+	text := "Café résumé: the budget-meeting notes, INV-4521 and the budget again"
+	counts, length := TermCounts(text)
+	terms := []string{"budget", "cafe", "absent", "notes"}
+	tf := []int{9, 9, 9, 9}
+	if n := CountTerms(text, terms, tf); n != length {
+		t.Fatalf("length %d, TermCounts says %d", n, length)
+	}
+	for i, term := range terms {
+		if tf[i] != counts[term] {
+			t.Errorf("%q: %d, TermCounts says %d", term, tf[i], counts[term])
+		}
+	}
+}

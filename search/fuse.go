@@ -13,10 +13,20 @@ func Fuse(first, second []Scored, limit int) []Scored {
 }
 
 // FuseWeighted is Fuse with the second ranking's reciprocal ranks weighed
-// by weight: below RRFK/(RRFK+depth of the first), a document of the second
-// ranking alone comes after every one of the first, and the second only
-// reorders the first.
+// by weight.
 func FuseWeighted(first, second []Scored, weight float64, limit int) []Scored {
+	return fuse(first, second, weight, limit, false)
+}
+
+// FuseBehind is FuseWeighted where a document of the second ranking alone
+// comes after every document of the first, whatever their scores: the
+// second reorders the first and adds its own documents after them. Each of
+// those scores no higher than the document before it.
+func FuseBehind(first, second []Scored, weight float64, limit int) []Scored {
+	return fuse(first, second, weight, limit, true)
+}
+
+func fuse(first, second []Scored, weight float64, limit int, behind bool) []Scored {
 	type fused struct {
 		Scored
 		inFirst bool
@@ -44,6 +54,11 @@ func FuseWeighted(first, second []Scored, weight float64, limit int) []Scored {
 	}
 	slices.SortFunc(out, func(a, b fused) int {
 		switch {
+		case behind && a.inFirst != b.inFirst:
+			if a.inFirst {
+				return -1
+			}
+			return 1
 		case a.Score != b.Score:
 			if a.Score > b.Score {
 				return -1
@@ -68,15 +83,18 @@ func FuseWeighted(first, second []Scored, weight float64, limit int) []Scored {
 	res := make([]Scored, len(out))
 	for i, f := range out {
 		res[i] = f.Scored
+		if i > 0 {
+			res[i].Score = min(res[i].Score, res[i-1].Score)
+		}
 	}
 	return res
 }
 
 // Fill appends to fused, while it holds fewer than limit, the documents of
 // ranking (best first) it lacks, in ranking's order: a hybrid search's
-// lexical hits that its fusion left out come after those it kept, so that
-// turning on the vectors never returns fewer of them. Each gets the score
-// its rank would add in the fusion, no higher than the score before it.
+// lexical hits that its fusion left out take the places its fused hits
+// leave. Each gets the score its rank would add in the fusion, no higher
+// than the score before it.
 func Fill(fused, ranking []Scored, limit int) []Scored {
 	if len(fused) >= limit {
 		return fused

@@ -86,3 +86,29 @@ func TestFillAppendsTheRankingsLeftOutInOrder(t *testing.T) {
 		t.Fatalf("Fill of nothing: %v", got)
 	}
 }
+
+// FuseBehind puts a document of the second list alone after every one of
+// the first, however deep the first, with a score no higher than theirs;
+// the second still reorders the first.
+func TestFuseBehind(t *testing.T) {
+	var first []Scored
+	for d := range uint64(80) {
+		first = append(first, Scored{Doc: d + 1, Score: float64(100 - d)})
+	}
+	second := []Scored{{Doc: 1000, Score: 1}, {Doc: 80, Score: 0.9}}
+	got := FuseBehind(first, second, 0.5, 100)
+	if len(got) != 81 || got[80].Doc != 1000 {
+		t.Fatalf("the second list's own document is not last: %v", got[75:])
+	}
+	if got[79].Doc == 80 {
+		t.Errorf("the second list did not reorder the first: %v", got[75:])
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Score > got[i-1].Score {
+			t.Fatalf("score %v after %v at %d", got[i].Score, got[i-1].Score, i)
+		}
+	}
+	if w := FuseWeighted(first, second, 0.5, 100); w[80].Doc == 1000 {
+		t.Errorf("FuseWeighted already puts it last: the test shows nothing")
+	}
+}

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -220,8 +219,14 @@ func (s *Store) rank(v *view, w *walk, terms []string, f *filter, limit int, oth
 	}
 	r := ranking{v: v, lists: lists, idf: make([]float64, len(lists)), avgLen: bm.avgLen, f: f, top: search.NewTopK(limit), limit: limit,
 		probe: func() (*filter, error) { return f.fresh(v, w) }}
+	if cut != nil {
+		cut.idf, cut.avgLen = make([]float64, len(terms)), bm.avgLen
+	}
 	for i, df := range dfs {
 		r.idf[i] = bm.idf(termIndex[i], df)
+		if cut != nil {
+			cut.idf[termIndex[i]] = r.idf[i]
+		}
 	}
 	if f != nil {
 		ended, err := r.gather(max(limit, cost/len(lists)), v.seq)
@@ -423,12 +428,10 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	var every wholeTerms // of the merge: the first document holding every term
 	maxListed := int(hi+1) / 8
 	pbuf := postingPool.Get().(*[]posting)
-	kept := false // the lists outlive the ranking, for cut.scoreOf
-	defer func() {
-		if !kept {
-			postingPool.Put(pbuf)
-		}
-	}()
+	defer postingPool.Put(pbuf)
+	if cut != nil {
+		cut.idf, cut.avgLen = make([]float64, len(terms)), bm.avgLen
+	}
 	ps := (*pbuf)[:0]
 	var lists [maxMerged]mergeList // the lists held in ps, to merge
 	merged := 0
@@ -453,6 +456,9 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 			}
 		}
 		l := mergeList{start: start, at: start, end: len(ps), idf: bm.idf(ti, len(ps)-start)}
+		if cut != nil {
+			cut.idf[ti] = l.idf
+		}
 		if arr == nil && merged < maxMerged && len(ps) <= maxListed {
 			lists[merged] = l
 			merged++
@@ -566,22 +572,6 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	}
 	if cut != nil {
 		cut.first = first.Sorted()
-		// The score of any document, from the lists, summed as the merge
-		// sums it: a hit the fusion brings that the cut left unscored gets
-		// its lexical_score all the same.
-		kept = true
-		cut.release = func() { postingPool.Put(pbuf) }
-		cut.scoreOf = func(doc uint64) float64 {
-			x := 0.0
-			for _, l := range heads {
-				list := ps[l.start:l.end]
-				i, _ := slices.BinarySearchFunc(list, doc, func(p posting, doc uint64) int { return cmp.Compare(p.doc, doc) })
-				for ; i < len(list) && list[i].doc == doc; i++ {
-					x += search.DefaultBM25.Score(l.idf, int(list[i].tf), int(list[i].docLen), bm.avgLen)
-				}
-			}
-			return x
-		}
 	}
 	return ranked, candidates, true, nil
 }
@@ -607,19 +597,36 @@ func (wt *wholeTerms) holds(doc uint64) bool {
 // A lexicalCut is what a hybrid search keeps of its lexical ranking — for
 // the fusion, the documents scoring at least share of the best and those
 // holding every term, which the ranking returns; to fill its answer
-// (search.Fill), the first keep, which it gives in first — and what the
-// ranking gives back for the others. The others would take a
-// fused place from a document holding every term (a memory holding one
-// word of three, ranked modestly by both, would pass the memory that holds
-// all three), so the merge need not score them; a hit the fusion brings
-// anyway gets its score from scoreOf, until release. Both are nil when
-// the ranking cannot give them (it then ranked every document).
+// (search.Fill), the first keep, which it gives in first (nil when it
+// ranked every document). The others would take a fused place from a
+// document holding every term (a memory holding one word of three, ranked
+// modestly by both, would pass the memory that holds all three), so the
+// merge need not score them. A hit the fusion brings from the vectors that
+// the ranking did not return is scored from its record (score), with the
+// terms' idf and the average length the ranking used.
 type lexicalCut struct {
-	share   float64
-	keep    int
-	first   []search.Scored // the ranking's first keep, best first: nil when it ranked every document
-	scoreOf func(doc uint64) float64
-	release func()
+	share  float64
+	keep   int
+	first  []search.Scored
+	idf    []float64 // by term; 0 for a term no memory holds
+	avgLen float64
+}
+
+// score is the BM25 score the ranking would have given the record r for
+// terms, summed in the ranking's order.
+func (c *lexicalCut) score(r *record, terms []string) float64 {
+	if c.idf == nil {
+		return 0
+	}
+	tf := make([]int, len(terms))
+	length := search.CountTerms(r.indexText(), terms, tf)
+	x := 0.0
+	for i := range terms {
+		if tf[i] > 0 && c.idf[i] > 0 {
+			x += search.DefaultBM25.Score(c.idf[i], tf[i], length, c.avgLen)
+		}
+	}
+	return x
 }
 
 func (wt *wholeTerms) offer(doc uint64, x float64) {

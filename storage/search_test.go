@@ -640,12 +640,13 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 			if err != nil {
 				return err
 			}
-			if cut.release != nil {
-				defer cut.release()
-				for _, r := range whole {
-					if x := cut.scoreOf(r.Doc); x != r.Score {
-						return fmt.Errorf("%q, limit %d: document %d scores %v by the cut's scoreOf, %v ranked", q, limit, r.Doc, x, r.Score)
-					}
+			for _, r := range whole {
+				rec, err := s.decodeRecord(u64(r.Doc), s.txn(v.tx).docs.Get(u64(r.Doc)))
+				if err != nil {
+					return err
+				}
+				if x := cut.score(&rec, terms); x != r.Score {
+					return fmt.Errorf("%q, limit %d: document %d scores %v from its record, %v ranked", q, limit, r.Doc, x, r.Score)
 				}
 			}
 			if cutCandidates != wholeCandidates {

@@ -1035,11 +1035,6 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	candidates := 0
 	t := s.txn(v.tx)
 	cut := &lexicalCut{share: lexicalShare, keep: limit}
-	defer func() {
-		if cut.release != nil {
-			cut.release()
-		}
-	}()
 	if len(terms) > 0 {
 		var err error
 		if ranked, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}, &whole, cut); err != nil {
@@ -1145,8 +1140,8 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	if behindWhole {
 		weight = semanticWeightBehindWhole
 	}
-	// The lexical hits the fusion left out fill the answer after those it
-	// kept, in their order: turning the vectors on never returns fewer.
+	// The lexical hits the fusion left out fill the places the fused ones
+	// leave, in their order.
 	fill := cut.first
 	if fill == nil {
 		fill = ranked // the ranking ranked every document
@@ -1155,6 +1150,9 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 		lex[l.Doc] = l.Score
 	}
 	fuse := func() []search.Scored {
+		if behindWhole {
+			return search.Fill(search.FuseBehind(lexical, semantic, weight, limit), fill, limit)
+		}
 		return search.Fill(search.FuseWeighted(lexical, semantic, weight, limit), fill, limit)
 	}
 	fused := fuse()
@@ -1191,8 +1189,8 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 			return nil, 0, err
 		}
 		lexScore, ok := lex[fu.Doc]
-		if !ok && cut.scoreOf != nil {
-			lexScore = cut.scoreOf(fu.Doc) // a memory of the vectors that the cut left unscored
+		if !ok {
+			lexScore = cut.score(&rec, terms) // a memory of the vectors the ranking did not return
 		}
 		h := memgate.Hit{Memory: m, Score: 1, LexicalScore: lexScore}
 		if best := fused[0].Score; best > 0 {

@@ -512,11 +512,12 @@ func TestHybridIdenticalVectorsDoNotHideTheNearestOnceClustered(t *testing.T) {
 	}
 }
 
-// Turning the vectors on never returns fewer of the memories that hold a
-// query's words: those the fusion leaves out (holding a word or two of a
-// longer query, far below the best) come after those it keeps, a memory
-// holding every term is never left out, and each hit's lexical_score is
-// its BM25 score whether the fusion took it or not.
+// In a small store, where the vectors bring few memories of their own,
+// turning them on returns every memory lexical search does: those the
+// fusion leaves out (holding a word or two of a longer query, far below
+// the best) come after those it keeps, a memory holding every term is
+// never left out, and each hit's lexical_score is its BM25 score whether
+// the fusion took it or not.
 func TestHybridLosesNoLexicalHit(t *testing.T) {
 	s := openTest(t, func(o *Options) { o.Embedder = hashed{} })
 	plain := openTest(t) // the same memories, lexical
@@ -619,5 +620,84 @@ func TestHybridKeepsTheMemoryHoldingEveryTerm(t *testing.T) {
 	m, okM := pos[sim.ID]
 	if !okW || okM && m < w {
 		t.Fatalf("the memory holding every term at %d (%v), one holding a word at %d: %v", w, okW, m, texts(res.Hits))
+	}
+}
+
+// Every hit's lexical_score is its BM25 score, however the ranking went:
+// a memory the vectors bring from past the lexical ranking's depth, with a
+// tags filter or without, through the merge of the lists or the array of
+// scores, has the score lexical search gives it.
+func TestHybridLexicalScoreOfAMemoryTheVectorsBring(t *testing.T) {
+	for _, padded := range []bool{false, true} { // merged lists, then an array of scores
+		s := openTest(t, func(o *Options) {
+			o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
+		})
+		plain := openTest(t)
+		var writes []memgate.Write
+		for i := range 60 {
+			writes = append(writes, memgate.Write{Text: fmt.Sprint("pad alpha beta ", i), Tags: []string{"t"}})
+		}
+		writes = append(writes, memgate.Write{Text: "sim beta, and a few more words after it to make it long", Tags: []string{"t"}})
+		if padded {
+			for i := range 600 {
+				writes = append(writes, memgate.Write{Text: fmt.Sprint("pad unrelated ", i), Tags: []string{"t"}})
+			}
+		}
+		for i, w := range writes {
+			w.ID = fmt.Sprint("m", i)
+			put(t, s, w)
+			put(t, plain, w)
+		}
+		waitEmbedded(t, s, int64(len(writes)))
+		for _, tags := range [][]string{nil, {"t"}} {
+			q := memgate.Query{Text: "alpha beta gamma", Limit: 5, Tags: tags}
+			hy := search1(t, s, q)
+			q.Limit = 100
+			want := map[string]float64{}
+			for _, h := range search1(t, plain, q).Hits {
+				want[h.ID] = h.LexicalScore
+			}
+			brought := false
+			for _, h := range hy.Hits {
+				brought = brought || strings.HasPrefix(h.Text, "sim")
+				if h.LexicalScore != want[h.ID] {
+					t.Errorf("padded %v, tags %v: %q has lexical_score %v, lexical search gives %v", padded, tags, h.Text, h.LexicalScore, want[h.ID])
+				}
+			}
+			if !brought {
+				t.Errorf("padded %v, tags %v: the vectors did not bring the memory: %v", padded, tags, texts(hy.Hits))
+			}
+		}
+	}
+}
+
+// Behind a memory holding every term of the query, the vectors reorder
+// BM25's memories and add theirs after all of them, at any limit: a
+// memory the vectors alone find never passes one holding the query's word.
+func TestHybridAddsTheVectorsMemoriesAfterLexicalOnesAtAnyLimit(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = table{"beta": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
+	})
+	for i := range 70 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("pad beta ", i)})
+	}
+	for i := range 5 {
+		put(t, s, memgate.Write{Text: fmt.Sprint("sim thing ", i)})
+	}
+	waitEmbedded(t, s, 75)
+	for _, limit := range []int{10, 61, 62, 63, 100} {
+		res := search1(t, s, memgate.Query{Text: "beta", Limit: limit})
+		holders := min(limit, 70)
+		if len(res.Hits) != min(limit, 75) {
+			t.Fatalf("limit %d: %d hits", limit, len(res.Hits))
+		}
+		for i, h := range res.Hits {
+			if holds := strings.Contains(h.Text, "beta"); holds != (i < holders) {
+				t.Fatalf("limit %d: hit %d is %q: %v", limit, i, h.Text, texts(res.Hits))
+			}
+			if i > 0 && h.Score > res.Hits[i-1].Score {
+				t.Fatalf("limit %d: hit %d scores %v after %v", limit, i, h.Score, res.Hits[i-1].Score)
+			}
+		}
 	}
 }
