@@ -46,12 +46,16 @@ type rekeyReport struct {
 }
 
 func (c *rekeyCmd) Run(a *app) error {
-	if a.getenv(envName("store")) == storePostgres {
-		// rekey takes no --store: the variable a deployment sets for serve
-		// would otherwise leave the database as it was, with a report of
-		// nothing to do.
+	// rekey takes no --store, but reads the variable a deployment sets for
+	// serve: under postgres it would otherwise leave the database as it
+	// was, with a report of nothing to do.
+	switch a.getenv(envName("store")) {
+	case "", storeBbolt:
+	case storePostgres:
 		return usageError{errors.New("rekey works on the bbolt stores of a data folder; " + envName("store") +
 			"=postgres names a database, whose namespaces move to a new passphrase through export and import (docs/SCALING.md)")}
+	default:
+		return usageError{errors.New(envName("store") + ": must be bbolt or postgres")}
 	}
 	if !envVarName.MatchString(c.NewPassphraseEnv) {
 		return usageError{errors.New("--new-passphrase-env: must be the name of an environment variable (letters, digits and _)")}

@@ -154,4 +154,10 @@ func TestRekeyResumesAfterCrash(t *testing.T) {
 func TestRekeyRefusesTheDatabaseOfTheEnvironment(t *testing.T) {
 	e := env{"MEMGATE_STORE": "postgres", "MEMGATE_PASSPHRASE": "an old passphrase", "MEMGATE_NEW_PASSPHRASE": "a new passphrase"}
 	mg(t, e, "", "rekey", "--data-dir", t.TempDir()).fails(t, 2, "rekey works on the bbolt stores of a data folder")
+	for _, store := range []string{"Postgres", "pg", "postgres ", "sqlite"} {
+		e["MEMGATE_STORE"] = store
+		mg(t, e, "", "rekey", "--data-dir", t.TempDir()).fails(t, 2, "MEMGATE_STORE: must be bbolt or postgres")
+	}
+	e["MEMGATE_STORE"] = "bbolt"
+	mg(t, e, "", "rekey", "--data-dir", t.TempDir()).ok(t)
 }
