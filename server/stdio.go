@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,13 +169,18 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 				}
 				continue
 			}
-			n := 0
+			var ids []jsonrpc.ID
 			for _, m := range batch {
 				if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
-					n++
+					ids = append(ids, req.ID)
 				}
 			}
-			c.calls.add(n) // answered together, in one array
+			if !c.calls.begin(ids...) { // answered together, in one array
+				if !c.refuse(&jsonrpc.Response{Error: errBatchIDInFlight}) {
+					return
+				}
+				continue
+			}
 			if !pass(lineOrErr{batch: batch}) {
 				return
 			}
@@ -188,7 +194,13 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 			continue
 		}
 		if call {
-			c.calls.add(1)
+			id := msg.(*jsonrpc.Request).ID
+			if !c.calls.begin(id) {
+				if !c.refuse(&jsonrpc.Response{ID: id, Error: errIDInFlight}) {
+					return
+				}
+				continue
+			}
 		}
 		if !pass(lineOrErr{msg: msg}) {
 			return
@@ -201,6 +213,14 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 	}
 	pass(lineOrErr{err: err})
 }
+
+// A call whose id is that of a call still in flight would have no answer
+// of its own: it is refused, as the SDK refuses it over HTTP, and so is a
+// batch that repeats an id or one in flight.
+var (
+	errIDInFlight      = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the id of a call in flight"}
+	errBatchIDInFlight = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: a batch repeats an id, or the id of a call in flight"}
+)
 
 // refuse writes the answer to a line memgate refuses; false if out failed.
 func (c *stdioConn) refuse(answer *jsonrpc.Response) bool {
@@ -255,14 +275,12 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if revision >= revisionNoBatches {
 		return nil, fmt.Errorf("JSON-RPC batching is not supported in %s and later", revisionNoBatches)
 	}
+	// The reader let no batch in whose ids repeat or are in flight.
 	var batch *msgBatch
 	for _, m := range v.batch {
 		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
 			if batch == nil {
 				batch = &msgBatch{unresolved: map[jsonrpc.ID]int{}}
-			}
-			if _, ok := batch.unresolved[req.ID]; ok {
-				return nil, errors.New("a batch repeats an id")
 			}
 			batch.unresolved[req.ID] = len(batch.responses)
 			batch.responses = append(batch.responses, nil)
@@ -270,12 +288,6 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	if batch != nil {
 		c.mu.Lock()
-		for id := range batch.unresolved {
-			if _, ok := c.batches[id]; ok {
-				c.mu.Unlock()
-				return nil, errors.New("a batch repeats the id of a call in flight")
-			}
-		}
 		if c.batches == nil {
 			c.batches = map[jsonrpc.ID]*msgBatch{}
 		}
@@ -412,7 +424,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp = &jsonrpc.Response{ID: resp.ID, Error: e}
 	}
-	defer c.calls.add(-1)
+	defer c.calls.end(resp.ID)
 	c.mu.Lock()
 	if c.initID.IsValid() && resp.ID == c.initID {
 		c.initID = jsonrpc.ID{}
@@ -558,19 +570,38 @@ func (a batchBound) Write(p []byte) (int, error) {
 
 func (batchBound) Close() error { return nil }
 
-// inflight counts the calls read and not yet answered.
+// inflight holds the ids of the calls read and not yet answered.
 type inflight struct {
 	mu      sync.Mutex
-	n       int
+	ids     map[jsonrpc.ID]struct{}
 	changed chan struct{} // closed, and replaced, at every change
 }
 
-func newInflight() *inflight { return &inflight{changed: make(chan struct{})} }
+func newInflight() *inflight {
+	return &inflight{ids: map[jsonrpc.ID]struct{}{}, changed: make(chan struct{})}
+}
 
-func (f *inflight) add(d int) {
+// begin puts ids in flight; false, with none of them put, when one is in
+// flight already or ids repeats one.
+func (f *inflight) begin(ids ...jsonrpc.ID) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.n += d
+	for i, id := range ids {
+		if _, ok := f.ids[id]; ok || slices.Contains(ids[:i], id) {
+			return false
+		}
+	}
+	for _, id := range ids {
+		f.ids[id] = struct{}{}
+	}
+	return true
+}
+
+// end takes the call of id out of flight: it is answered.
+func (f *inflight) end(id jsonrpc.ID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ids, id)
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -581,7 +612,7 @@ func (f *inflight) wait(ctx context.Context, timeout time.Duration) {
 	defer deadline.Stop()
 	for {
 		f.mu.Lock()
-		n, changed := f.n, f.changed
+		n, changed := len(f.ids), f.changed
 		f.mu.Unlock()
 		if n <= 0 {
 			return

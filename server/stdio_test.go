@@ -406,3 +406,56 @@ func TestRunStdioAnswersAsTheSDKEncodes(t *testing.T) {
 		})
 	}
 }
+
+// A call whose id is that of a call still in flight is refused with
+// -32600 under that id, and a batch that repeats an id with -32600 alone;
+// every other call is answered, the session goes on, and the end of input
+// ends it without waiting for an answer that would never come.
+func TestRunStdioRefusesAnIDInFlight(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id, tool, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)
+	}
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for range 20 {
+		lines = append(lines, call("1", "remember", `{"text":"the same id"}`))
+	}
+	lines = append(lines, "["+call("5", "stats", "{}")+","+call("5", "stats", "{}")+"]", `{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+	var out syncBuffer
+	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	answers := strings.Split(strings.TrimSpace(out.String()), "\n")
+	byID := map[string]int{}
+	refused := 0
+	for _, a := range answers {
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(a), &m); err != nil {
+			t.Fatalf("answer %q: %v", a, err)
+		}
+		byID[string(m.ID)]++
+		if m.Error != nil {
+			if m.Error.Code != -32600 {
+				t.Errorf("refused with %d: %s", m.Error.Code, a)
+			}
+			refused++
+		}
+	}
+	if byID["1"] != 20 || byID[""] != 1 || byID["6"] != 1 || byID["5"] != 0 {
+		t.Fatalf("answers by id %v:\n%s", byID, strings.Join(answers, "\n"))
+	}
+	if refused < 2 {
+		t.Errorf("no call with an id in flight refused: %d refusals", refused)
+	}
+}
