@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -428,14 +429,22 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	var every wholeTerms // of the merge: the first document holding every term
 	maxListed := int(hi+1) / 8
 	pbuf := postingPool.Get().(*[]posting)
-	defer postingPool.Put(pbuf)
+	var arr *scoreArray // nil while the lists are merged
+	lent := false       // the lists or the array outlive the ranking, for cut.scoreOf
+	defer func() {
+		if !lent {
+			postingPool.Put(pbuf)
+			if arr != nil {
+				arr.put()
+			}
+		}
+	}()
 	if cut != nil {
 		cut.idf, cut.avgLen = make([]float64, len(terms)), bm.avgLen
 	}
 	ps := (*pbuf)[:0]
 	var lists [maxMerged]mergeList // the lists held in ps, to merge
 	merged := 0
-	var arr *scoreArray // nil while the lists are merged
 	for ti, term := range terms {
 		if err := stopped(w.ctx); err != nil {
 			return nil, 0, false, err
@@ -466,7 +475,6 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		}
 		if arr == nil {
 			arr = newScoreArray(hi, maxListed)
-			defer arr.put()
 			for _, m := range lists[:merged] {
 				arr.add(ps[m.at:m.end], m.idf, bm.avgLen)
 			}
@@ -478,6 +486,9 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 		arr.push(push)
 		if cut != nil {
 			cut.first = first.Sorted()
+			lent = true
+			cut.scoreOf = arr.score
+			cut.release = func() { postingPool.Put(pbuf); arr.put() }
 		}
 		return top.Sorted(), candidates, true, nil // whole stays unknown
 	}
@@ -572,6 +583,21 @@ func (s *Store) rankWhole(v *view, w *walk, terms []string, limit, n int, bm bm2
 	}
 	if cut != nil {
 		cut.first = first.Sorted()
+		// The score of any document, from the lists, summed as the merge
+		// sums it.
+		lent = true
+		cut.release = func() { postingPool.Put(pbuf) }
+		cut.scoreOf = func(doc uint64) float64 {
+			x := 0.0
+			for _, l := range heads {
+				list := ps[l.start:l.end]
+				i, _ := slices.BinarySearchFunc(list, doc, func(p posting, doc uint64) int { return cmp.Compare(p.doc, doc) })
+				for ; i < len(list) && list[i].doc == doc; i++ {
+					x += search.DefaultBM25.Score(l.idf, int(list[i].tf), int(list[i].docLen), bm.avgLen)
+				}
+			}
+			return x
+		}
 	}
 	return ranked, candidates, true, nil
 }
@@ -602,14 +628,18 @@ func (wt *wholeTerms) holds(doc uint64) bool {
 // document holding every term (a memory holding one word of three, ranked
 // modestly by both, would pass the memory that holds all three), so the
 // merge need not score them. A hit the fusion brings from the vectors that
-// the ranking did not return is scored from its record (score), with the
-// terms' idf and the average length the ranking used.
+// the ranking did not return is scored by scoreOf, from the lists or the
+// array the ranking read, until release; where the ranking gives none (a
+// filter's), from its record (score), with the terms' idf and the average
+// length the ranking used.
 type lexicalCut struct {
-	share  float64
-	keep   int
-	first  []search.Scored
-	idf    []float64 // by term; 0 for a term no memory holds
-	avgLen float64
+	share   float64
+	keep    int
+	first   []search.Scored
+	idf     []float64 // by term; 0 for a term no memory holds
+	avgLen  float64
+	scoreOf func(doc uint64) float64
+	release func()
 }
 
 // score is the BM25 score the ranking would have given the record r for
@@ -683,18 +713,30 @@ func (a *scoreArray) add(ps []posting, idf, avgLen float64) {
 
 // push hands every document scored to push, once. Of equal scores TopK
 // keeps the newer document whatever the order of pushes, so the listed
-// documents give what a walk of the array would.
+// documents give what a walk of the array would. A listed document's score
+// turns negative once pushed, so that one listed twice (a score of 0 added
+// first) counts once; score reads it all the same.
 func (a *scoreArray) push(push func(doc uint64, x float64)) {
 	if a.listed {
 		for _, d := range a.sc.touched {
-			push(uint64(d), a.acc[d])
-			a.acc[d] = 0 // a document listed twice (a score of 0 added first) counts once
+			if x := a.acc[d]; x > 0 {
+				push(uint64(d), x)
+				a.acc[d] = -x
+			}
 		}
 		return
 	}
 	for doc, x := range a.acc {
 		push(uint64(doc), x)
 	}
+}
+
+// score is a document's score, once pushed.
+func (a *scoreArray) score(doc uint64) float64 {
+	if doc >= uint64(len(a.acc)) {
+		return 0
+	}
+	return math.Abs(a.acc[doc])
 }
 
 // put zeroes the array and gives it back.

@@ -648,6 +648,15 @@ func rankWholeAgainstTheWalk(t *testing.T, s *Store, limit int, queries ...strin
 				if x := cut.score(&rec, terms); x != r.Score {
 					return fmt.Errorf("%q, limit %d: document %d scores %v from its record, %v ranked", q, limit, r.Doc, x, r.Score)
 				}
+				if cut.scoreOf == nil {
+					return fmt.Errorf("%q, limit %d: the ranking gave no scoreOf", q, limit)
+				}
+				if x := cut.scoreOf(r.Doc); x != r.Score {
+					return fmt.Errorf("%q, limit %d: document %d scores %v by the cut's scoreOf, %v ranked", q, limit, r.Doc, x, r.Score)
+				}
+			}
+			if cut.release != nil {
+				cut.release()
 			}
 			if cutCandidates != wholeCandidates {
 				return fmt.Errorf("%q, limit %d: %d candidates with a cut, %d without", q, limit, cutCandidates, wholeCandidates)

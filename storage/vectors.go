@@ -1035,6 +1035,11 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	candidates := 0
 	t := s.txn(v.tx)
 	cut := &lexicalCut{share: lexicalShare, keep: limit}
+	defer func() {
+		if cut.release != nil {
+			cut.release()
+		}
+	}()
 	if len(terms) > 0 {
 		var err error
 		if ranked, candidates, err = s.rank(v, w, terms, f, depth, memgate.Corpus{}, &whole, cut); err != nil {
@@ -1189,8 +1194,12 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 			return nil, 0, err
 		}
 		lexScore, ok := lex[fu.Doc]
-		if !ok {
-			lexScore = cut.score(&rec, terms) // a memory of the vectors the ranking did not return
+		switch {
+		case ok:
+		case cut.scoreOf != nil:
+			lexScore = cut.scoreOf(fu.Doc) // a memory of the vectors the ranking did not return
+		default:
+			lexScore = cut.score(&rec, terms)
 		}
 		h := memgate.Hit{Memory: m, Score: 1, LexicalScore: lexScore}
 		if best := fused[0].Score; best > 0 {
