@@ -750,6 +750,18 @@ func (w *syncEvery) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// BackupInto writes a consistent copy of the store into f, syncing it as
+// it goes and at the end.
+func (s *Store) BackupInto(ctx context.Context, f *os.File) (int64, error) {
+	n, err := s.Backup(ctx, &syncEvery{f: f, every: backupSyncEvery})
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = StoreError("storage.Backup", err)
+		}
+	}
+	return n, err
+}
+
 // BackupFile writes a consistent copy of the store to path: into a temporary
 // file beside it, synced, then renamed, so path is either absent or whole.
 func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
@@ -759,10 +771,7 @@ func (s *Store) BackupFile(ctx context.Context, path string) (int64, error) {
 		return 0, StoreError(op, err)
 	}
 	defer os.Remove(f.Name())
-	n, err := s.Backup(ctx, &syncEvery{f: f, every: backupSyncEvery})
-	if err == nil {
-		err = f.Sync()
-	}
+	n, err := s.BackupInto(ctx, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

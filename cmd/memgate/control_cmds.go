@@ -52,7 +52,7 @@ func (c *trashListCmd) through(a *app, limit int) func(r *remote, ns memgate.Nam
 	}
 }
 
-func (c *backupCmd) through(a *app) func(r *remote, ns memgate.Namespace) error {
+func (c *backupCmd) through(a *app, out *output) func(r *remote, ns memgate.Namespace) error {
 	return func(r *remote, ns memgate.Namespace) error {
 		resp, err := r.do(a.ctx, http.MethodGet, nsPath(ns, "/backup"), nil)
 		if err != nil {
@@ -60,7 +60,7 @@ func (c *backupCmd) through(a *app) func(r *remote, ns memgate.Namespace) error 
 		}
 		defer resp.Body.Close()
 		var n int64
-		err = writeAtomically(c.File, func(w io.Writer) (err error) {
+		err = out.writeTo(func(w io.Writer) (err error) {
 			n, err = io.Copy(w, resp.Body)
 			return err
 		})
@@ -71,19 +71,19 @@ func (c *backupCmd) through(a *app) func(r *remote, ns memgate.Namespace) error 
 	}
 }
 
-func (c *exportCmd) through(a *app) func(r *remote, ns memgate.Namespace) error {
+func (c *exportCmd) through(a *app, out *output) func(r *remote, ns memgate.Namespace) error {
 	return func(r *remote, ns memgate.Namespace) error {
 		resp, err := r.do(a.ctx, http.MethodGet, nsPath(ns, "/export"), nil)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		if c.Out == "" {
+		if out == nil {
 			_, err := io.Copy(a.stdout, resp.Body)
 			return err
 		}
 		lines := 0
-		err = writeAtomically(c.Out, func(w io.Writer) error {
+		err = out.writeTo(func(w io.Writer) error {
 			_, err := io.Copy(lineCounter{w, &lines}, resp.Body)
 			return err
 		})

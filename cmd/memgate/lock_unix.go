@@ -43,14 +43,9 @@ func lockHTTP(dataDir string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// lockedByAnother reports whether path is a file another process holds locked,
+// lockedByAnother reports whether f is a file another process holds locked,
 // as bbolt holds the store it has open.
-func lockedByAnother(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
+func lockedByAnother(f *os.File) bool {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
 		return errors.Is(err, syscall.EWOULDBLOCK)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/storage"
-	"github.com/memgate/memgate/tenants"
 )
 
 // The store commands work on the store of the configured namespace
@@ -295,22 +293,25 @@ type exportCmd struct {
 // Run pages through the export tool, concatenating its pages (only the
 // first has the header line) into one JSON Lines file.
 func (c *exportCmd) Run(a *app) error {
+	var out *output // nil: standard output
 	if c.Out != "" {
-		if err := checkOutput(a.cfg.DataDir, c.Out); err != nil {
+		var err error
+		if out, err = openOutput(a.cfg.DataDir, c.Out); err != nil {
 			return err
 		}
+		defer out.Close()
 	}
-	return a.heldStore(func() error { return c.direct(a) }, c.through(a))
+	return a.heldStore(func() error { return c.direct(a, out) }, c.through(a, out))
 }
 
-func (c *exportCmd) direct(a *app) error {
+func (c *exportCmd) direct(a *app, out *output) error {
 	return a.withServer(func(srv *server.Server) error {
-		if c.Out == "" {
+		if out == nil {
 			_, err := exportAll(a, srv, a.stdout)
 			return err
 		}
 		var n int
-		err := writeAtomically(c.Out, func(w io.Writer) (err error) {
+		err := out.writeTo(func(w io.Writer) (err error) {
 			n, err = exportAll(a, srv, w)
 			return err
 		})
@@ -355,61 +356,6 @@ func exportAll(a *app, srv *server.Server, w io.Writer) (int, error) {
 		}
 		cursor = page.NextCursor
 	}
-}
-
-// checkOutput refuses, before anything is read, a file that a copy
-// (backup, export --out) must not replace, as writeAtomically replaces it
-// by renaming a new file over it: one in the data folder's stores (a store
-// replaced under the server holding it would lose what it acknowledged),
-// one a process holds as its store, and one that is not a regular file (a
-// device, a folder, or a link to one).
-func checkOutput(dataDir, path string) error {
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return usageError{fmt.Errorf("%s is not a regular file; the copy replaces the file it names", path)}
-	}
-	if inside(tenants.StoresDir(dataDir), filepath.Dir(path)) {
-		return usageError{fmt.Errorf("%s is in the data folder's stores; write the copy elsewhere", path)}
-	}
-	if lockedByAnother(path) {
-		return usageError{fmt.Errorf("%s is a store a running process holds; write the copy elsewhere", path)}
-	}
-	return nil
-}
-
-// inside reports whether folder is dir or within it, links resolved.
-func inside(dir, folder string) bool {
-	real := func(p string) string {
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return p
-	}
-	rel, err := filepath.Rel(real(dir), real(folder))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// writeAtomically writes a file through fn: into a temporary file beside
-// it, synced, then renamed, so path is either untouched or whole.
-func writeAtomically(path string, fn func(w io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".memgate-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	err = fn(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	return err
 }
 
 type importCmd struct {
@@ -500,19 +446,21 @@ type backupCmd struct {
 // other processes are not involved (there are none: the lease holds the
 // store's lock) and the copy is one committed state.
 func (c *backupCmd) Run(a *app) error {
-	// A folder that is not there is the caller's mistake, not the store's.
-	if _, err := os.Stat(filepath.Dir(c.File)); err != nil {
+	out, err := openOutput(a.cfg.DataDir, c.File)
+	if err != nil {
 		return err
 	}
-	if err := checkOutput(a.cfg.DataDir, c.File); err != nil {
-		return err
-	}
-	return a.heldStore(func() error { return c.direct(a) }, c.through(a))
+	defer out.Close()
+	return a.heldStore(func() error { return c.direct(a, out) }, c.through(a, out))
 }
 
-func (c *backupCmd) direct(a *app) error {
+func (c *backupCmd) direct(a *app, out *output) error {
 	return a.withStore(func(st *storage.Store, ns memgate.Namespace) error {
-		n, err := st.BackupFile(a.ctx, c.File)
+		var n int64
+		err := out.write(func(f *os.File) (err error) {
+			n, err = st.BackupInto(a.ctx, f)
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -419,3 +419,55 @@ func TestBackupAndExportRefuseAStoreAsTheirDestination(t *testing.T) {
 	}
 	mg(t, env{}, "", args(dd, "backup", out)...).ok(t)
 }
+
+// The folder a copy goes to is checked once and written through: a link
+// in its path swapped, after the check, to the data folder's stores sends
+// neither the copy nor its temporary file there. A link as the file's own
+// name is refused, not replaced.
+func TestBackupAndExportWriteIntoTheFolderTheyChecked(t *testing.T) {
+	dd := store(t)
+	dir := dd[1]
+	mg(t, env{}, "", args(dd, "remember", "--id", "kept", "a memory to keep")...).ok(t)
+	stores := filepath.Join(dir, "stores", "default")
+	safe := t.TempDir()
+	link := filepath.Join(t.TempDir(), "out")
+	for _, cmd := range [][]string{{"backup"}, {"export", "--out"}} {
+		os.Remove(link)
+		if err := os.Symlink(safe, link); err != nil {
+			t.Fatal(err)
+		}
+		outputChecked = func() {
+			os.Remove(link)
+			if err := os.Symlink(stores, link); err != nil {
+				t.Error(err)
+			}
+		}
+		mg(t, env{}, "", args(dd, append(cmd, filepath.Join(link, storage.FileName))...)...).ok(t)
+		outputChecked = nil
+		if _, err := os.Stat(filepath.Join(safe, storage.FileName)); err != nil {
+			t.Errorf("%s: the copy is not in the folder checked: %v", cmd[0], err)
+		}
+		os.Remove(filepath.Join(safe, storage.FileName))
+	}
+	if ms := mg(t, env{}, "", args(dd, "list")...).ok(t)["memories"].([]any); len(ms) != 1 {
+		t.Fatalf("the store holds %d memories", len(ms))
+	}
+	entries, _ := os.ReadDir(stores)
+	for _, e := range entries {
+		if e.Name() != storage.FileName {
+			t.Errorf("the stores folder holds %s", e.Name())
+		}
+	}
+
+	target := filepath.Join(t.TempDir(), "target.db")
+	os.WriteFile(target, []byte("kept"), 0o600)
+	named := filepath.Join(t.TempDir(), "latest.db")
+	if err := os.Symlink(target, named); err != nil {
+		t.Fatal(err)
+	}
+	mg(t, env{}, "", args(dd, "backup", named)...).fails(t, 2, "is a link")
+	mg(t, env{}, "", args(dd, "export", "--out", named)...).fails(t, 2, "is a link")
+	if fi, err := os.Lstat(named); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
+	}
+}
