@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -145,5 +146,66 @@ func TestAdminImportFinishesWithinTheShutdownGrace(t *testing.T) {
 		s.done <- nil // for the cleanup
 	case <-time.After(20 * time.Second):
 		t.Fatal("the server did not exit after the import")
+	}
+}
+
+// An admin import still running when the shutdown's grace runs out is
+// stopped just before it, and answered: unavailable, with the report of
+// what it had imported (the memories of its last, uncommitted batch are
+// not), which is what stays.
+func TestAdminImportCutByTheShutdownGraceIsAnswered(t *testing.T) {
+	dir := t.TempDir()
+	s := serveHTTP(t, env{"MEMGATE_ADMIN_TOKEN": adminToken}, "--data-dir", dir, "--shutdown-grace", "1s")
+	base := strings.TrimSuffix(s.url, "/mcp")
+	body, feed := io.Pipe()
+	result := make(chan string, 1)
+	go func() {
+		code, answer := adminCall(t, base, "POST", "namespaces/default/import", adminToken, body)
+		result <- fmt.Sprint(code, " ", answer)
+	}()
+	for i := range 100 {
+		if _, err := fmt.Fprintf(feed, `{"id":"m%d","text":"imported before the end of the grace %d"}`+"\n", i, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // read and committed
+	s.stop()
+	// The body never ends: the client keeps the import open past the grace.
+	var got string
+	select {
+	case got = <-result:
+	case <-time.After(30 * time.Second):
+		feed.Close()
+		t.Fatal("no answer to an import cut by the shutdown")
+	}
+	feed.Close()
+	if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, `"unavailable"`) || !strings.Contains(got, `"report"`) {
+		t.Fatalf("an import cut by the shutdown's grace: %s", got)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+		s.done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not exit")
+	}
+	var answer struct {
+		Error struct {
+			Details struct {
+				Report struct{ Imported, Lines int }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "503 ")), &answer); err != nil {
+		t.Fatal(err)
+	}
+	rep := answer.Error.Details.Report
+	if rep.Lines != 100 {
+		t.Errorf("the report counts %d lines read, want 100: %s", rep.Lines, got)
+	}
+	if st := mg(t, env{}, "", "stats", "--data-dir", dir).ok(t); st["count"] != float64(rep.Imported) {
+		t.Fatalf("%v memories stayed, the report says %d: %s", st["count"], rep.Imported, got)
 	}
 }

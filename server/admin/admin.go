@@ -393,10 +393,15 @@ func (h *handler) importLines(w http.ResponseWriter, r *http.Request, ns memgate
 	}
 	body := &bounded{r: http.MaxBytesReader(w, r.Body, h.o.MaxImportBytes)}
 	rep, err := h.ops.Import(r.Context(), ns, body, onConflict)
-	if body.passed {
+	switch {
+	case body.passed:
 		// However the import reported the failed read (as a line it could
 		// not read, say), the body passed the bound.
 		err = &memgate.Error{Code: memgate.CodeTooLarge, Message: "the import passes the largest body this server takes (--max-import-bytes)"}
+	case err != nil && r.Context().Err() != nil:
+		// The server stopped it (its shutdown's grace ran out), however
+		// the cut read showed.
+		err = &memgate.Error{Code: memgate.CodeUnavailable, Message: "the server stopped the import as it shut down; what the report counts stays"}
 	}
 	if err != nil {
 		e := memgate.AsError("admin.import", err)

@@ -129,12 +129,19 @@ func (g *Gateway) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			defer g.streams.Add(-1)
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			if !isTransfer(r) {
-				// A stream ends when shutdown begins; a transfer, which has an
-				// end, gets the shutdown's grace as other requests do.
-				stop := context.AfterFunc(g.stopStreams, cancel)
-				defer stop()
+			// A stream ends when shutdown begins; a transfer, which has an
+			// end, gets the shutdown's grace as other requests do, less the
+			// time its answer takes.
+			stopAt := g.stopStreams
+			if isTransfer(r) {
+				stopAt = g.stopTransfers
 			}
+			stop := context.AfterFunc(stopAt, func() {
+				cancel()
+				// An import waiting for its client's next bytes stops too.
+				_ = rc.SetReadDeadline(time.Now())
+			})
+			defer stop()
 			_ = rc.SetWriteDeadline(time.Time{})
 			c.SetRequest(r.WithContext(ctx))
 			return next(c)

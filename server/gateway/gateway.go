@@ -173,9 +173,11 @@ type Gateway struct {
 	sessionMu    sync.Mutex
 	initializing int // initialize requests admitted and not yet answered
 
-	draining    atomic.Bool
-	stopStreams context.Context
-	endStreams  context.CancelFunc
+	draining      atomic.Bool
+	stopStreams   context.Context
+	endStreams    context.CancelFunc
+	stopTransfers context.Context // ends just before the shutdown's grace
+	endTransfers  context.CancelFunc
 
 	rates *rateLimiter // nil: no rate limit
 
@@ -216,6 +218,7 @@ func New(newServer func() *mcp.Server, opts Options) (*Gateway, error) {
 		g.rates = newRateLimiter(opts.RateLimit, opts.RateBurst, opts.MaxRateKeys)
 	}
 	g.stopStreams, g.endStreams = context.WithCancel(context.Background())
+	g.stopTransfers, g.endTransfers = context.WithCancel(context.Background())
 	if err := g.newMetrics(); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -381,6 +384,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.endStreams()
 	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ShutdownGrace)
 	defer cancel()
+	// A transfer still running near the grace's end is stopped, so that its
+	// answer (an import's report of how far it got) is written before the
+	// connections are cut.
+	cut := time.AfterFunc(g.opts.ShutdownGrace-min(g.opts.ShutdownGrace/4, transferAnswerMargin), g.endTransfers)
+	defer cut.Stop()
 	err := hs.Shutdown(grace)
 	if err != nil {
 		// Past the grace: cut what is left. A write still running finishes in
@@ -392,6 +400,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.log.Info("http stopped", "op", "http.shutdown", "duration", time.Since(start), "cut", err != nil)
 	return nil
 }
+
+// transferAnswerMargin is the most of the shutdown's grace left to a
+// transfer stopped at its end to answer (a quarter of a shorter grace).
+const transferAnswerMargin = 2 * time.Second
 
 // closeSessions closes every session, waiting for them until ctx ends: a
 // session closes once its calls in progress return.
