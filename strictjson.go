@@ -3,6 +3,7 @@ package memgate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 )
 
@@ -21,6 +22,8 @@ var (
 	ErrNotObject    = errors.New("not a JSON object")
 	ErrDuplicateKey = errors.New("an object holds the same key twice")
 	ErrUnknownKey   = errors.New("an object holds a key that is not one of its fields")
+	// ErrJSONTooDeep is ErrJSONSyntax for JSON nested past MaxJSONDepth.
+	ErrJSONTooDeep = fmt.Errorf("%w: arrays and objects nested deeper than %d", ErrJSONSyntax, MaxJSONDepth)
 )
 
 // A KeyError names the key that broke a rule: ErrDuplicateKey or
@@ -135,7 +138,7 @@ func (s *jsonScanner) value(depth int, members map[string]json.RawMessage) error
 
 func (s *jsonScanner) object(depth int, members map[string]json.RawMessage) error {
 	if depth > MaxJSONDepth {
-		return ErrJSONSyntax
+		return ErrJSONTooDeep
 	}
 	s.i++ // {
 	var keys []string
@@ -203,7 +206,7 @@ func (s *jsonScanner) object(depth int, members map[string]json.RawMessage) erro
 
 func (s *jsonScanner) array(depth int) error {
 	if depth > MaxJSONDepth {
-		return ErrJSONSyntax
+		return ErrJSONTooDeep
 	}
 	s.i++ // [
 	s.space()

@@ -171,3 +171,18 @@ func FuzzCheckUniqueKeys(f *testing.F) {
 		}
 	})
 }
+
+// Nesting is accepted to MaxJSONDepth arrays and objects and refused one
+// past it, as too deep (still not a value StrictObject takes).
+func TestStrictObjectDepthAtTheBound(t *testing.T) {
+	nested := func(depth int) []byte { // an object holding depth-1 arrays
+		return []byte(`{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
+	}
+	if _, err := memgate.StrictObject(nested(memgate.MaxJSONDepth), nil); err != nil {
+		t.Fatalf("depth %d: %v", memgate.MaxJSONDepth, err)
+	}
+	_, err := memgate.StrictObject(nested(memgate.MaxJSONDepth+1), nil)
+	if !errors.Is(err, memgate.ErrJSONTooDeep) || !errors.Is(err, memgate.ErrJSONSyntax) {
+		t.Fatalf("depth %d: %v", memgate.MaxJSONDepth+1, err)
+	}
+}

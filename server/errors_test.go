@@ -170,3 +170,23 @@ func TestKeysGivenTwiceAreAnsweredUnderTheirID(t *testing.T) {
 		}
 	}
 }
+
+// A message nesting arrays and objects past memgate.MaxJSONDepth is an
+// invalid request that says so, not a line that is "not JSON"; one at the
+// bound reaches the tool, which names the field it refuses.
+func TestAMessageNestedTooDeepIsRefusedAsSuch(t *testing.T) {
+	call := func(depth int) string { // the message, params, arguments, metadata: 4 objects
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"text":"x","metadata":{"k":` +
+			strings.Repeat("[", depth-4) + strings.Repeat("]", depth-4) + `}}}}`
+	}
+	answers := stdioAnswers(t, call(memgate.MaxJSONDepth+1), strings.Replace(call(memgate.MaxJSONDepth), `"id":1`, `"id":2`, 1))
+	if len(answers) != 3 {
+		t.Fatalf("answers: %q", answers)
+	}
+	if a := answers[1]; !strings.Contains(a, `"code":-32600`) || !strings.Contains(a, "deeper than 1000") {
+		t.Errorf("past the bound: %s", a)
+	}
+	if a := answers[2]; !strings.Contains(a, `"id":2`) || strings.Contains(a, "deeper than") || !strings.Contains(a, "metadata") {
+		t.Errorf("at the bound: %.300s", a)
+	}
+}

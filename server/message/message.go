@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,8 @@ const maxExactID = 1 << 53
 
 var (
 	errNotJSON        = &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: a message is not JSON"}
+	errTooDeep        = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: fmt.Sprintf("invalid request: a message nests arrays and objects deeper than %d", memgate.MaxJSONDepth)}
 	errInvalidMessage = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: not a JSON-RPC 2.0 message"}
 	errInvalidID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
@@ -60,7 +63,7 @@ var (
 // SplitBatch and CheckBatch: a fixed message and no data, so that no
 // refusal repeats what was sent.
 func Refused(e *jsonrpc.Error) bool {
-	for _, f := range []*jsonrpc.Error{errNotJSON, errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams,
+	for _, f := range []*jsonrpc.Error{errNotJSON, errTooDeep, errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams,
 		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
 		if e != nil && e.Code == f.Code && e.Message == f.Message && e.Data == nil {
 			return true
@@ -87,7 +90,10 @@ func Read(msg []byte) (jsonrpc.Message, *jsonrpc.Response, bool) {
 
 func check(msg []byte, decode bool) (jsonrpc.Message, *jsonrpc.Response, bool) {
 	members, err := memgate.StrictObject(msg, nil)
-	if errors.Is(err, memgate.ErrJSONSyntax) {
+	switch {
+	case errors.Is(err, memgate.ErrJSONTooDeep):
+		return nil, &jsonrpc.Response{Error: errTooDeep}, false
+	case errors.Is(err, memgate.ErrJSONSyntax):
 		return nil, &jsonrpc.Response{Error: errNotJSON}, false
 	}
 	// A key given twice inside a member, not among the message's own
