@@ -43,8 +43,8 @@ var Members = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 const maxExactID = 1 << 53
 
 var (
-	errNotJSON        = &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: a message is not JSON"}
-	errTooDeep        = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	errNotJSON = &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: a message is not JSON"}
+	errTooDeep = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: fmt.Sprintf("invalid request: a message nests arrays and objects deeper than %d", memgate.MaxJSONDepth)}
 	errInvalidMessage = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: not a JSON-RPC 2.0 message"}
