@@ -108,7 +108,13 @@ func invalidParams(msg string) *jsonrpc.Error {
 func scrubErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if err != nil {
+		switch {
+		case err == nil:
+		case method == "initialize" && strings.HasPrefix(err.Error(), `duplicate "initialize"`):
+			// The SDK's answer to a session's second initialize, which
+			// has no code: the client's mistake, not the server's.
+			err = errInitializedAlready
+		default:
 			err = scrubError(err)
 		}
 		return res, err

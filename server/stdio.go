@@ -398,8 +398,12 @@ func (t *toolCall) release() {
 	t.line = nil
 }
 
-// errNotInitialized answers a call that comes before initialize.
-var errNotInitialized = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the session is not initialized"}
+// errNotInitialized answers a call that comes before initialize (over
+// stdio), and errInitializedAlready a second initialize (scrubErrors).
+var (
+	errNotInitialized     = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the session is not initialized"}
+	errInitializedAlready = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the session is initialized already"}
+)
 
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {

@@ -459,3 +459,42 @@ func TestRunStdioRefusesAnIDInFlight(t *testing.T) {
 		t.Errorf("no call with an id in flight refused: %d refusals", refused)
 	}
 }
+
+// initialize is never part of a batch: a batch holding it is refused whole
+// with -32600, and the session goes on; a second initialize is refused
+// with -32600 too.
+func TestRunStdioRefusesInitializeInABatch(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, id)
+	}
+	lines := []string{
+		"[" + initialize(0) + "]",
+		initialize(1),
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		"[" + initialize(2) + `,{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+		initialize(5),
+	}
+	var out syncBuffer
+	if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	answers := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(answers) != 5 {
+		t.Fatalf("answers:\n%s", strings.Join(answers, "\n"))
+	}
+	if !strings.Contains(answers[4], `"id":5,"error":{"code":-32600,"message":"invalid request: the session is initialized already"}`) {
+		t.Errorf("a second initialize: %s", answers[4])
+	}
+	// The refusals come from the reader, the answers from the session: in
+	// either order.
+	all := strings.Join(answers, "\n")
+	if strings.Count(all, "initialize cannot be part of a batch") != 2 ||
+		!strings.Contains(all, `"id":1,"result"`) || !strings.Contains(all, `"id":4,"result"`) {
+		t.Errorf("answers:\n%s", all)
+	}
+}

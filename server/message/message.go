@@ -64,7 +64,7 @@ var (
 // refusal repeats what was sent.
 func Refused(e *jsonrpc.Error) bool {
 	for _, f := range []*jsonrpc.Error{errNotJSON, errTooDeep, errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams,
-		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax} {
+		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax, errBatchInitialize} {
 		if e != nil && e.Code == f.Code && e.Message == f.Message && e.Data == nil {
 			return true
 		}
@@ -320,11 +320,14 @@ var (
 		Message: "invalid request: a message of the batch is malformed"}
 	errBatchSyntax = &jsonrpc.Error{Code: jsonrpc.CodeParseError,
 		Message: "parse error: a batch is not JSON"}
+	errBatchInitialize = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: initialize cannot be part of a batch"}
 )
 
 // SplitBatch returns the messages of a batch, or the error that refuses the
-// batch whole: not JSON, empty, longer than MaxBatch, or holding a message
-// Check refuses.
+// batch whole: not JSON, empty, longer than MaxBatch, holding a message
+// Check refuses, or holding initialize (which, the 2025-03-26 revision
+// says, is never part of one).
 func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 	if err := memgate.CheckUniqueKeys(body); errors.Is(err, memgate.ErrJSONSyntax) {
 		return nil, errBatchSyntax
@@ -342,6 +345,12 @@ func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 	for _, m := range msgs {
 		if refusal, _ := Check(m); refusal != nil {
 			return nil, errBatchMessage
+		}
+		var call struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(m, &call) == nil && call.Method == "initialize" {
+			return nil, errBatchInitialize
 		}
 	}
 	return msgs, nil
