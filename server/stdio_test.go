@@ -455,8 +455,8 @@ func TestRunStdioRefusesAnIDInFlight(t *testing.T) {
 	if byID["1"] != 20 || byID[""] != 1 || byID["6"] != 1 || byID["5"] != 0 {
 		t.Fatalf("answers by id %v:\n%s", byID, strings.Join(answers, "\n"))
 	}
-	if refused < 2 {
-		t.Errorf("no call with an id in flight refused: %d refusals", refused)
+	if refused < 1 {
+		t.Errorf("the batch repeating an id was not refused")
 	}
 }
 
@@ -487,12 +487,12 @@ func TestRunStdioRefusesInitializeInABatch(t *testing.T) {
 	if len(answers) != 5 {
 		t.Fatalf("answers:\n%s", strings.Join(answers, "\n"))
 	}
-	if !strings.Contains(answers[4], `"id":5,"error":{"code":-32600,"message":"invalid request: the session is initialized already"}`) {
-		t.Errorf("a second initialize: %s", answers[4])
-	}
 	// The refusals come from the reader, the answers from the session: in
 	// either order.
 	all := strings.Join(answers, "\n")
+	if !strings.Contains(all, `"id":5,"error":{"code":-32600,"message":"invalid request: the session is initialized already"}`) {
+		t.Errorf("a second initialize:\n%s", all)
+	}
 	if strings.Count(all, "initialize cannot be part of a batch") != 2 ||
 		!strings.Contains(all, `"id":1,"result"`) || !strings.Contains(all, `"id":4,"result"`) {
 		t.Errorf("answers:\n%s", all)

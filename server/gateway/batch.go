@@ -23,11 +23,6 @@ const revisionNoBatches = "2025-06-18"
 
 type batchKey struct{}
 
-var (
-	errBatchInitialize = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-		Message: "invalid request: initialize cannot be part of a batch"}
-)
-
 // checkMessages answers, before the SDK, the POST bodies memgate refuses
 // (checkMessage, splitBatch) with a JSON-RPC error in JSON and 400. A batch
 // of the revision that has them is marked for serveBatch.
@@ -59,9 +54,6 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 		msgs, err := message.SplitBatch(trimmed)
 		if err != nil {
 			return g.refuseMessage(c, &jsonrpc.Response{Error: err})
-		}
-		if isInitialize(trimmed) {
-			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchInitialize})
 		}
 		c.SetRequest(r.WithContext(context.WithValue(r.Context(), batchKey{}, msgs)))
 		return next(c)
