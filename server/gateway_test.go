@@ -1411,3 +1411,18 @@ func TestGatewayAnswersAsTheSDKEncodes(t *testing.T) {
 		}
 	})
 }
+
+// A batch whose MCP-Protocol-Version is no revision at all is refused in
+// JSON with a fixed message, which does not quote the header.
+func TestGatewayRefusesABatchOfNoRevisionWithoutQuotingIt(t *testing.T) {
+	g := startGateway(t, gateway.Options{}, server.Options{})
+	for _, v := range []string{"zzz<script>", "bogus", "2025-06-18x"} {
+		resp := g.post(rpc{version: v, body: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`})
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":-32600`) ||
+			!strings.Contains(string(b), "not a protocol revision") || strings.Contains(string(b), v) {
+			t.Errorf("version %q: %d %s", v, resp.StatusCode, b)
+		}
+	}
+}

@@ -23,6 +23,11 @@ const revisionNoBatches = "2025-06-18"
 
 type batchKey struct{}
 
+// errBatchVersion refuses a batch whose MCP-Protocol-Version is no
+// revision at all, which the SDK's refusal would quote.
+var errBatchVersion = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: "invalid request: MCP-Protocol-Version is not a protocol revision"}
+
 // checkMessages answers, before the SDK, the POST bodies memgate refuses
 // (checkMessage, splitBatch) with a JSON-RPC error in JSON and 400. A batch
 // of the revision that has them is marked for serveBatch.
@@ -48,7 +53,10 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return next(c)
 		}
-		if v := r.Header.Get("Mcp-Protocol-Version"); v >= revisionNoBatches {
+		switch v := r.Header.Get("Mcp-Protocol-Version"); {
+		case v != "" && !revisionShape.MatchString(v):
+			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchVersion})
+		case v >= revisionNoBatches:
 			return next(c) // the SDK refuses it: the same comparison as its own
 		}
 		msgs, err := message.SplitBatch(trimmed)
