@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"fmt"
 	"math"
 	"slices"
@@ -180,8 +181,9 @@ func (ix *vecIndex) install(clusters *search.Clusters, trained int, sorted []uin
 // of a shared store trains its own and keeps none.
 var clustersKey = []byte("kept-clusters")
 
-// clustersFormat is the first byte of the kept clusters.
-const clustersFormat = 1
+// clustersFormat is the first byte of the kept clusters (1 had no
+// checksum: such clusters are trained again once).
+const clustersFormat = 2
 
 // maxDims bounds the dimensions kept clusters may say they have: more is
 // damage (an embedding model's vectors have a few thousand at most).
@@ -196,6 +198,8 @@ const maxDims = 1 << 16
 //	float32  the centroids, one after the other (little-endian)
 //	uvarint  trained
 //	uvarint  documents, then for each, its document less the one before and its cluster
+//	uint32   CRC-32C of all that (little-endian): a flipped bit anywhere is
+//	         damage, as a centroid's would otherwise pass for another centroid
 func marshalClusters(model string, c *search.Clusters, trained int, sorted []uint64, assign []int32) []byte {
 	cent := c.Centroids()
 	b := make([]byte, 0, 16+len(model)+4*len(cent)+4*len(sorted))
@@ -215,8 +219,10 @@ func marshalClusters(model string, c *search.Clusters, trained int, sorted []uin
 		b = binary.AppendUvarint(b, uint64(assign[j]))
 		prev = doc
 	}
-	return b
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // keptClusters is what unmarshalClusters reads.
 type keptClusters struct {
@@ -240,7 +246,11 @@ func unmarshalClusters(b []byte) (keptClusters, bool) {
 		b = b[n:]
 		return v, true
 	}
-	if len(b) == 0 || b[0] != clustersFormat {
+	if len(b) < 5 || b[0] != clustersFormat {
+		return kc, false
+	}
+	sum := binary.LittleEndian.Uint32(b[len(b)-4:])
+	if b = b[:len(b)-4]; crc32.Checksum(b, castagnoli) != sum {
 		return kc, false
 	}
 	b = b[1:]

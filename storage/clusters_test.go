@@ -501,8 +501,8 @@ func waitClustered(t *testing.T, s *Store) {
 	}
 }
 
-// The kept form reads back as it was written, and any cut of it, or a
-// byte changed in its numbers' framing, is refused without a panic.
+// The kept form reads back as it was written, and any cut of it, or any
+// bit of it flipped, is refused without a panic.
 func TestKeptClustersFormat(t *testing.T) {
 	cent := []float32{1, 0, 0, 1, 0.6, 0.8}
 	c, ok := search.ClustersOf(2, cent)
@@ -519,6 +519,13 @@ func TestKeptClustersFormat(t *testing.T) {
 	for i := range len(b) {
 		if _, ok := unmarshalClusters(b[:i]); ok {
 			t.Fatalf("a cut at %d of %d bytes was read", i, len(b))
+		}
+		for bit := range 8 { // the model, a centroid, a document: any bit flipped
+			flipped := slices.Clone(b)
+			flipped[i] ^= 1 << bit
+			if _, ok := unmarshalClusters(flipped); ok {
+				t.Fatalf("bit %d of byte %d of %d flipped was read", bit, i, len(b))
+			}
 		}
 	}
 	for _, bad := range [][]byte{
