@@ -25,9 +25,10 @@ func lockHTTP(dataDir string) (func(), error) {
 		// A read-only data folder is served: its stores answer reads, and
 		// writes fail unavailable, saying why. The lock is taken on the file
 		// if it is there (flock needs no write access); if it is not, no
-		// server could have made it, and none can write there either.
+		// server could have made it, and on the folder itself, which every
+		// server of a folder read-only to all of them locks alike.
 		if f, err = openLock(path, os.O_RDONLY, 0); errors.Is(err, fs.ErrNotExist) {
-			return func() {}, nil
+			f, err = openLock(dataDir, os.O_RDONLY, 0)
 		}
 	}
 	if err != nil {

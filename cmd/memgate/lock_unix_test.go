@@ -26,12 +26,20 @@ func TestHTTPLockOnAReadOnlyDataFolder(t *testing.T) {
 	was := openLock
 	defer func() { openLock = was }()
 
-	// No lock file: nothing to lock, and nothing could write there.
+	// No lock file: the folder itself is locked, so a second server of
+	// the read-only folder is refused too.
 	dir := t.TempDir()
 	openLock = readOnly
 	unlock, err := lockHTTP(dir)
 	if err != nil {
 		t.Fatalf("a read-only data folder without a lock file: %v", err)
+	}
+	if _, err := lockHTTP(dir); !errors.As(err, new(usageError)) {
+		t.Fatalf("a second server of a read-only data folder without a lock file: %v, want the one-line refusal", err)
+	}
+	unlock()
+	if unlock, err = lockHTTP(dir); err != nil {
+		t.Fatalf("the read-only folder's lock, let go: %v", err)
 	}
 	unlock()
 
