@@ -642,6 +642,28 @@ type lexicalCut struct {
 	release func()
 }
 
+// holdsAny reports whether doc, which the ranking did not return, holds
+// one of terms: never, when it returned every document it scored
+// (rankedAll); otherwise by its score. A document gone from the snapshot
+// counts as holding one (it is no candidate).
+func (c *lexicalCut) holdsAny(t *txn, doc uint64, terms []string, rankedAll bool) (bool, error) {
+	switch {
+	case len(terms) == 0 || rankedAll:
+		return false, nil
+	case c.scoreOf != nil:
+		return c.scoreOf(doc) > 0, nil
+	}
+	v := t.docs.Get(u64(doc))
+	if v == nil {
+		return true, nil
+	}
+	r, err := t.s.decodeRecord(u64(doc), v)
+	if err != nil {
+		return false, err
+	}
+	return c.score(&r, terms) > 0, nil
+}
+
 // score is the BM25 score the ranking would have given the record r for
 // terms, summed in the ranking's order.
 func (c *lexicalCut) score(r *record, terms []string) float64 {

@@ -1136,8 +1136,18 @@ func (s *Store) rankHybrid(v *view, w *walk, terms []string, f *filter, limit in
 	for _, l := range ranked {
 		lex[l.Doc] = l.Score
 	}
+	// The vectors' memories that hold none of the query's words add to the
+	// candidates; the ranking counted those that hold one.
+	rankedAll := candidates <= len(ranked)
 	for _, sm := range semantic {
-		if _, ok := lex[sm.Doc]; !ok {
+		if _, ok := lex[sm.Doc]; ok {
+			continue
+		}
+		held, err := cut.holdsAny(t, sm.Doc, terms, rankedAll)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !held {
 			candidates++
 		}
 	}

@@ -701,3 +701,36 @@ func TestHybridAddsTheVectorsMemoriesAfterLexicalOnesAtAnyLimit(t *testing.T) {
 		}
 	}
 }
+
+// A hybrid search's candidates are the memories the query's words matched
+// and those the vectors alone found: a memory both found counts once, so
+// where every memory holds a word the count is lexical search's.
+func TestHybridCountsEachCandidateOnce(t *testing.T) {
+	s := openTest(t, func(o *Options) {
+		o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
+	})
+	plain := openTest(t)
+	var writes []memgate.Write
+	for i := range 60 {
+		writes = append(writes, memgate.Write{Text: fmt.Sprint("pad alpha beta ", i), Tags: []string{"t"}})
+	}
+	for i := range 10 {
+		writes = append(writes, memgate.Write{Text: fmt.Sprint("sim beta, and more words to make it long ", i), Tags: []string{"t"}})
+	}
+	for i, w := range writes {
+		w.ID = fmt.Sprint("m", i)
+		put(t, s, w)
+		put(t, plain, w)
+	}
+	waitEmbedded(t, s, int64(len(writes)))
+	for _, tags := range [][]string{nil, {"t"}} {
+		for _, limit := range []int{5, 100} {
+			q := memgate.Query{Text: "alpha beta", Limit: limit, Tags: tags}
+			hy, lex := search1(t, s, q), search1(t, plain, q)
+			if hy.Receipt.RetrievalMode != memgate.RetrievalHybrid || hy.Receipt.Candidates != lex.Receipt.Candidates || hy.Receipt.Candidates > len(writes) {
+				t.Errorf("tags %v, limit %d: %d candidates in hybrid (%s), %d in lexical, %d memories", tags, limit,
+					hy.Receipt.Candidates, hy.Receipt.RetrievalMode, lex.Receipt.Candidates, len(writes))
+			}
+		}
+	}
+}
