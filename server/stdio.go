@@ -143,8 +143,8 @@ func newStdioConn(ctx context.Context, in io.Reader, out *lockedWriter, maxReply
 // readLines reads in, one message per line, until its end, then waits for
 // the calls in flight and reports io.EOF.
 func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), maxStdioLine)
+	br := bufio.NewReaderSize(in, 64<<10)
+	var buf []byte
 	pass := func(v lineOrErr) bool {
 		select {
 		case c.incoming <- v:
@@ -153,8 +153,24 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 			return false
 		}
 	}
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
+	for {
+		var tooLong bool
+		var err error
+		buf, tooLong, err = readLine(br, buf[:0], maxStdioLine)
+		if err != nil {
+			if err == io.EOF {
+				c.calls.wait(ctx, drainTimeout)
+			}
+			pass(lineOrErr{err: err})
+			return
+		}
+		if tooLong {
+			if !c.refuse(&jsonrpc.Response{Error: errLineTooLong}) {
+				return
+			}
+			continue
+		}
+		line := bytes.TrimSpace(buf)
 		if len(line) == 0 {
 			continue
 		}
@@ -174,6 +190,9 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 				if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
 					ids = append(ids, req.ID)
 				}
+			}
+			if !c.calls.room(ctx, c.closed, len(ids)) {
+				return
 			}
 			if !c.calls.begin(ids...) { // answered together, in one array
 				if !c.refuse(&jsonrpc.Response{Error: errBatchIDInFlight}) {
@@ -195,6 +214,9 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 		}
 		if call {
 			id := msg.(*jsonrpc.Request).ID
+			if !c.calls.room(ctx, c.closed, 1) {
+				return
+			}
 			if !c.calls.begin(id) {
 				if !c.refuse(&jsonrpc.Response{ID: id, Error: errIDInFlight}) {
 					return
@@ -206,12 +228,37 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 			return
 		}
 	}
-	err := sc.Err()
-	if err == nil {
-		c.calls.wait(ctx, drainTimeout)
-		err = io.EOF
+}
+
+// errLineTooLong answers a line longer than maxStdioLine, which is read
+// to its end and dropped: its id is not known.
+var errLineTooLong = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: fmt.Sprintf("invalid request: a line of more than %d MiB", maxStdioLine>>20)}
+
+// readLine appends to buf the next line of br, without its newline, and
+// reports a line longer than max bytes as tooLong (read to its end,
+// nothing of it kept). A last line without a newline is a line; io.EOF
+// comes after it.
+func readLine(br *bufio.Reader, buf []byte, max int) (line []byte, tooLong bool, err error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		switch {
+		case tooLong:
+		case len(buf)+len(frag) > max+1: // the newline is no part of the line
+			tooLong, buf = true, buf[:0]
+		default:
+			buf = append(buf, frag...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(buf) > 0 || tooLong):
+			return buf, tooLong, nil
+		case err != nil:
+			return buf, tooLong, err
+		}
+		return bytes.TrimSuffix(buf, []byte{'\n'}), tooLong, nil
 	}
-	pass(lineOrErr{err: err})
 }
 
 // A call whose id is that of a call still in flight would have no answer
@@ -583,6 +630,33 @@ type inflight struct {
 
 func newInflight() *inflight {
 	return &inflight{ids: map[jsonrpc.ID]struct{}{}, changed: make(chan struct{})}
+}
+
+// maxStdioInflight bounds the calls of a stdio session in flight: past
+// it, the next line is read once one is answered. A client that does not
+// read its answers stops being read (each call in flight holds its answer,
+// up to --max-response-bytes) instead of making the process grow without
+// bound. A batch of MaxBatch calls fits.
+const maxStdioInflight = message.MaxBatch
+
+// room waits until n more calls fit within maxStdioInflight (any n fits
+// when none is in flight); false if ctx is done or closed is closed first.
+func (f *inflight) room(ctx context.Context, closed <-chan struct{}, n int) bool {
+	for {
+		f.mu.Lock()
+		in, changed := len(f.ids), f.changed
+		f.mu.Unlock()
+		if in == 0 || in+n <= maxStdioInflight {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		case <-closed:
+			return false
+		}
+	}
 }
 
 // begin puts ids in flight; false, with none of them put, when one is in

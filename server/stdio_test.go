@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -496,5 +497,74 @@ func TestRunStdioRefusesInitializeInABatch(t *testing.T) {
 	if strings.Count(all, "initialize cannot be part of a batch") != 2 ||
 		!strings.Contains(all, `"id":1,"result"`) || !strings.Contains(all, `"id":4,"result"`) {
 		t.Errorf("answers:\n%s", all)
+	}
+}
+
+// stuckWriter is a client that never reads: every write waits until
+// release is closed, then fails.
+type stuckWriter struct{ release chan struct{} }
+
+func (w stuckWriter) Write([]byte) (int, error) {
+	<-w.release
+	return 0, io.ErrClosedPipe
+}
+
+// A client that never reads its answers stops being read once a batch's
+// worth of calls waits to be answered: the calls in flight, each holding
+// its answer, stay bounded, where reading on made the process grow
+// without bound.
+func TestRunStdioStopsReadingAClientThatDoesNotRead(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, feed := io.Pipe()
+	out := stuckWriter{release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.RunStdio(ctx, in, out) }()
+	var written atomic.Int64
+	go func() {
+		fmt.Fprintln(feed, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+		fmt.Fprintln(feed, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		for i := range 500 {
+			if _, err := fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"stats","arguments":{}}}`+"\n", i+1); err != nil {
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	// Wait for the reading to stop: no line taken for a while.
+	for last, still := int64(-1), 0; still < 10; {
+		time.Sleep(50 * time.Millisecond)
+		if n := written.Load(); n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	if n := written.Load(); n > 40 {
+		t.Errorf("%d calls read from a client that reads no answer", n)
+	}
+	cancel()
+	close(out.release)
+	feed.Close()
+	<-done
+}
+
+// A line of at most 16 MiB is read as a message; one byte more is answered
+// with -32600 (its id unread) and dropped, and the session goes on.
+func TestRunStdioLineLengthAtTheBound(t *testing.T) {
+	const max = 16 << 20
+	line := func(n int) string {
+		head, tail := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"text":"`, `"}}}`
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	answers := stdioAnswers(t, line(max), strings.Replace(line(max+1), `"id":1`, `"id":2`, 1), `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	all := strings.Join(answers, "\n")
+	if len(answers) != 4 || !strings.Contains(all, `"id":1,`) || strings.Contains(all, `"id":2`) ||
+		!strings.Contains(all, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: a line of more than 16 MiB"}}`) ||
+		!strings.Contains(all, `{"jsonrpc":"2.0","id":3,"result":{}}`) {
+		t.Fatalf("answers: %.2000s", all)
 	}
 }
