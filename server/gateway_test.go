@@ -1011,14 +1011,33 @@ func batchHoldsAtMost32Messages(t *testing.T, version string) {
 		"an id given twice":          {`{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`},
 		"an id of 1.5":               {`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`},
 		"a message with params null": {`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`},
+		"two calls of one id":        {`{"jsonrpc":"2.0","id":7,"method":"ping"}`, `{"jsonrpc":"2.0","id":7,"method":"ping"}`},
+		"two calls of one string id": {`{"jsonrpc":"2.0","id":"a","method":"ping"}`, `{"jsonrpc":"2.0","id":"\u0061","method":"ping"}`},
 	} {
 		if status, body := g.batchAs(id, version, msgs); status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
 			t.Errorf("a batch with %s: %d %s", name, status, body)
 		}
 	}
-	// Notifications alone are accepted without an answer.
+	// Notifications alone are accepted without an answer; the ids 7 and
+	// "7" are two ids.
 	if status, body := g.batchAs(id, version, []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`}); status != http.StatusAccepted || len(body) != 0 {
 		t.Fatalf("a batch of notifications: %d %s", status, body)
+	}
+	if status, body := g.batchAs(id, version, []string{`{"jsonrpc":"2.0","id":7,"method":"ping"}`, `{"jsonrpc":"2.0","id":"7","method":"ping"}`}); status != 200 {
+		t.Fatalf("a batch of the ids 7 and \"7\": %d %s", status, body)
+	}
+}
+
+// A batch in a session of a revision without batches is refused in JSON,
+// as memgate's other refusals are, not in the SDK's plain text.
+func TestGatewayRefusesABatchOfALaterRevisionInJSON(t *testing.T) {
+	g := startGateway(t, gateway.Options{}, server.Options{})
+	for _, v := range []string{"2025-06-18", "2025-11-25"} {
+		id := g.initialize(v, nil)
+		status, body := g.batchAs(id, v, []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`})
+		if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "2025-06-18 and later") {
+			t.Errorf("%s: %d %s", v, status, body)
+		}
 	}
 }
 

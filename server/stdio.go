@@ -86,8 +86,8 @@ func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { retur
 // A batch (the 2025-03-26 revision) is taken as the SDK's own stdio
 // connection takes it: its messages are read one by one, its answers
 // gathered and written together in one array, within the bound of
-// batchBound; a batch after a later revision was agreed ends the session,
-// as it does there.
+// batchBound. A batch in a session of a later revision is refused with
+// -32600 (where the SDK's own connection ends the session).
 type stdioConn struct {
 	out      *lockedWriter
 	batchOut batchBound
@@ -100,12 +100,12 @@ type stdioConn struct {
 
 	queue []jsonrpc.Message // the rest of the batch last read (reads are serial)
 
-	mu       sync.Mutex
-	initID   jsonrpc.ID // the id of the initialize call, until it is answered
-	revision string     // the protocol revision the session agreed
-	batches  map[jsonrpc.ID]*msgBatch
-	tools    map[jsonrpc.ID]*toolCall        // the tools/call calls in flight
-	extras   map[*mcp.RequestExtra]*toolCall // the same, by what their requests carry
+	requested string // the revision the first initialize read asks for (the reader's)
+
+	mu      sync.Mutex
+	batches map[jsonrpc.ID]*msgBatch
+	tools   map[jsonrpc.ID]*toolCall        // the tools/call calls in flight
+	extras  map[*mcp.RequestExtra]*toolCall // the same, by what their requests carry
 }
 
 // toolCall is a tools/call in flight: the Extra its request carries, by
@@ -178,6 +178,12 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 		// calls run: a line of its own, not the scanner's buffer.
 		line = bytes.Clone(line)
 		if line[0] == '[' {
+			if !c.batchesAllowed() {
+				if !c.refuse(&jsonrpc.Response{Error: message.ErrBatchRevision}) {
+					return
+				}
+				continue
+			}
 			batch, refusal := message.ReadBatch(line)
 			if refusal != nil {
 				if !c.refuse(&jsonrpc.Response{Error: refusal}) {
@@ -213,6 +219,7 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 			continue
 		}
 		if call {
+			c.noteInitialize(msg.(*jsonrpc.Request))
 			id := msg.(*jsonrpc.Request).ID
 			if !c.calls.room(ctx, c.closed, 1) {
 				return
@@ -228,6 +235,32 @@ func (c *stdioConn) readLines(ctx context.Context, in io.Reader) {
 			return
 		}
 	}
+}
+
+// noteInitialize keeps the revision the session's first initialize asks
+// for (the reader's alone: it reads one line at a time).
+func (c *stdioConn) noteInitialize(req *jsonrpc.Request) {
+	if req.Method != "initialize" || c.requested != "" {
+		return
+	}
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(req.Params, &p) == nil && p.ProtocolVersion != "" {
+		c.requested = p.ProtocolVersion
+	}
+}
+
+// batchesAllowed reports whether the session's revision has batches: one
+// before 2025-06-18 that the SDK speaks, which is then the revision it
+// agrees (it answers any other with a later one), or none asked for yet
+// (then every call of a batch is refused as coming before initialize).
+// Deciding as the line is read, not when initialize is answered, gives a
+// batch that follows initialize closely the same answer as one that
+// follows it late.
+func (c *stdioConn) batchesAllowed() bool {
+	return c.requested == "" ||
+		c.requested < revisionNoBatches && slices.Contains(mcp.SupportedProtocolVersions(), c.requested)
 }
 
 // errLineTooLong answers a line longer than maxStdioLine, which is read
@@ -316,13 +349,8 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if v.batch == nil {
 		return c.took(v.msg), nil
 	}
-	c.mu.Lock()
-	revision := c.revision
-	c.mu.Unlock()
-	if revision >= revisionNoBatches {
-		return nil, fmt.Errorf("JSON-RPC batching is not supported in %s and later", revisionNoBatches)
-	}
-	// The reader let no batch in whose ids repeat or are in flight.
+	// The reader let no batch in of a revision without batches, and none
+	// whose ids repeat or are in flight.
 	var batch *msgBatch
 	for _, m := range v.batch {
 		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
@@ -347,18 +375,13 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return c.took(v.batch[0]), nil
 }
 
-// took notes what the session needs of a message read: the id of
-// initialize (its answer names the revision agreed) and, when spans are on,
-// a call's id for its span.
+// took notes what the session needs of a message read: a tool call's
+// Extra, by which encodeOnce finds it, and, when spans are on, a call's id
+// for its span.
 func (c *stdioConn) took(m jsonrpc.Message) jsonrpc.Message {
 	req, ok := m.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
 		return m
-	}
-	if req.Method == "initialize" {
-		c.mu.Lock()
-		c.initID = req.ID
-		c.mu.Unlock()
 	}
 	if c.traced && req.Extra == nil {
 		req.Extra = stdioExtra(req.ID)
@@ -477,15 +500,6 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	defer c.calls.end(resp.ID)
 	c.mu.Lock()
-	if c.initID.IsValid() && resp.ID == c.initID {
-		c.initID = jsonrpc.ID{}
-		var agreed struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		}
-		if resp.Error == nil && json.Unmarshal(resp.Result, &agreed) == nil {
-			c.revision = agreed.ProtocolVersion
-		}
-	}
 	var line *[]byte // the whole answer, encoded with its result
 	if t := c.tools[resp.ID]; t != nil && (t.result == nil || bytes.Equal(resp.Result, placeholderJSON)) {
 		delete(c.tools, resp.ID)

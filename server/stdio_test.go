@@ -568,3 +568,31 @@ func TestRunStdioLineLengthAtTheBound(t *testing.T) {
 		t.Fatalf("answers: %.2000s", all)
 	}
 }
+
+// A batch in a session of a revision without batches is refused with
+// -32600, however soon after initialize it comes, and the session goes
+// on: the call before it is answered and kept.
+func TestRunStdioRefusesABatchOfALaterRevision(t *testing.T) {
+	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		lines := []string{
+			`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"text":"before the batch %d"}}}`, i),
+			`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stats","arguments":{}}}]`,
+			`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+		}
+		var out syncBuffer
+		if err := srv.RunStdio(t.Context(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		all := out.String()
+		if !strings.Contains(all, `"id":1,"result"`) || !strings.Contains(all, `"id":3,"result"`) || strings.Contains(all, `"id":2`) ||
+			!strings.Contains(all, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: batches are not part of protocol revisions 2025-06-18 and later"}}`) {
+			t.Fatalf("run %d:\n%s", i, all)
+		}
+	}
+}

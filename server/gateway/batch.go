@@ -57,7 +57,9 @@ func (g *Gateway) checkMessages(next echo.HandlerFunc) echo.HandlerFunc {
 		case v != "" && !revisionShape.MatchString(v):
 			return g.refuseMessage(c, &jsonrpc.Response{Error: errBatchVersion})
 		case v >= revisionNoBatches:
-			return next(c) // the SDK refuses it: the same comparison as its own
+			// The SDK's refusal would be plain text: the same comparison as
+			// its own, answered in JSON.
+			return g.refuseMessage(c, &jsonrpc.Response{Error: message.ErrBatchRevision})
 		}
 		msgs, err := message.SplitBatch(trimmed)
 		if err != nil {

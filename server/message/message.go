@@ -64,7 +64,7 @@ var (
 // refusal repeats what was sent.
 func Refused(e *jsonrpc.Error) bool {
 	for _, f := range []*jsonrpc.Error{errNotJSON, errTooDeep, errInvalidMessage, errInvalidID, errCallNeedsID, errNeedsParams, errBadParams,
-		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax, errBatchInitialize} {
+		errUnknownMethod, errBatchTooLong, errBatchEmpty, errBatchMessage, errBatchSyntax, errBatchInitialize, errBatchRepeatsID, ErrBatchRevision} {
 		if e != nil && e.Code == f.Code && e.Message == f.Message && e.Data == nil {
 			return true
 		}
@@ -322,12 +322,19 @@ var (
 		Message: "parse error: a batch is not JSON"}
 	errBatchInitialize = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "invalid request: initialize cannot be part of a batch"}
+	errBatchRepeatsID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: a batch repeats an id"}
+	// ErrBatchRevision refuses a batch in a session of a revision without
+	// batches (2025-06-18 and later).
+	ErrBatchRevision = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "invalid request: batches are not part of protocol revisions 2025-06-18 and later"}
 )
 
 // SplitBatch returns the messages of a batch, or the error that refuses the
 // batch whole: not JSON, empty, longer than MaxBatch, holding a message
-// Check refuses, or holding initialize (which, the 2025-03-26 revision
-// says, is never part of one).
+// Check refuses, holding initialize (which, the 2025-03-26 revision says,
+// is never part of one), or two calls of one id (whose answers a client
+// could not tell apart).
 func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 	if err := memgate.CheckUniqueKeys(body); errors.Is(err, memgate.ErrJSONSyntax) {
 		return nil, errBatchSyntax
@@ -342,15 +349,27 @@ func SplitBatch(body []byte) ([]json.RawMessage, *jsonrpc.Error) {
 	case len(msgs) > MaxBatch:
 		return nil, errBatchTooLong
 	}
+	ids := make(map[any]bool, len(msgs))
 	for _, m := range msgs {
-		if refusal, _ := Check(m); refusal != nil {
+		refusal, isCall := Check(m)
+		if refusal != nil {
 			return nil, errBatchMessage
 		}
 		var call struct {
 			Method string `json:"method"`
+			ID     any    `json:"id"` // a string or an exact integer: Check let it through
 		}
-		if json.Unmarshal(m, &call) == nil && call.Method == "initialize" {
+		if json.Unmarshal(m, &call) != nil {
+			return nil, errBatchMessage
+		}
+		if call.Method == "initialize" {
 			return nil, errBatchInitialize
+		}
+		if isCall {
+			if ids[call.ID] {
+				return nil, errBatchRepeatsID
+			}
+			ids[call.ID] = true
 		}
 	}
 	return msgs, nil
