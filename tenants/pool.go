@@ -360,8 +360,8 @@ func (p *Pool) openRecovered(ns memgate.Namespace) (s *storage.Store, panicked b
 // errDamaged is the error of a store whose file cannot be read.
 func errDamaged(cause error) error {
 	return &memgate.Error{Code: memgate.CodeUnavailable, Op: "tenants.open", Cause: cause,
-		Message: "this namespace's store is damaged and cannot be opened; restore its file from a backup " +
-			"and restart the server"}
+		Message: "this namespace's store is damaged and cannot be opened; move a backup of it into " +
+			"its file's place, which the next call opens"}
 }
 
 // errNotPlain is the error of a store whose folder or file is not what it

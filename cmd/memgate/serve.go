@@ -75,7 +75,9 @@ func (f *serveFlags) validate(c *Config, bad badFunc) {
 // Before serving, it leases the configured namespace once: a store that
 // another memgate process holds fails here, at once, with store_locked (one
 // line on stderr, status 1), rather than at the client's first call. The
-// store stays open, and locked, in the pool.
+// store stays open, and locked, in the pool. A store that cannot be used
+// (damaged, on a full or failing disk) is no reason not to serve: its calls
+// fail unavailable, saying why, and the other namespaces answer.
 func (c *serveCmd) Run(a *app) error {
 	setGCPolicy(a.getenv, "/sys/fs/cgroup")
 	stop, err := a.cfg.startProfiles()
@@ -126,10 +128,15 @@ func (c *serveCmd) Run(a *app) error {
 			return err
 		}
 		_, release, err := pool.Lease(a.ctx, ns)
-		if err != nil {
+		switch {
+		case err == nil:
+			release()
+		case memgate.ErrorCode(err) == memgate.CodeUnavailable:
+			a.log.Warn("the namespace's store cannot be used; its calls fail until it can", "op", "cmd.serve",
+				"namespace", string(ns), "error", err)
+		default:
 			return err
 		}
-		release()
 		defer a.startControl(pool, a.stdioSocket(), true)()
 		return a.serveStdio(srv, ns)
 	})

@@ -248,3 +248,32 @@ func TestLogsHoldNoContent(t *testing.T) {
 		}
 	}
 }
+
+// A damaged store in the namespace serve starts with fails its own calls
+// with unavailable; the server starts all the same and serves the other
+// namespaces, and exits 0 at the end of its input.
+func TestServeStartsOverADamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	mg(t, env{}, "", "remember", "--data-dir", dir, "--namespace", "good", "--id", "kept", "a memory elsewhere").ok(t)
+	file := filepath.Join(dir, "stores", "default", "memgate.db")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Repeat("not a store ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stats","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"kept","namespace":"good"}}}`,
+	}, "\n") + "\n"
+	r := mg(t, env{}, in, "serve", "--data-dir", dir, "--namespace-arg")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	answers := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(answers) != 3 || !strings.Contains(answers[1], `unavailable`) || !strings.Contains(answers[2], "a memory elsewhere") {
+		t.Fatalf("answers:\n%s", r.stdout)
+	}
+}
