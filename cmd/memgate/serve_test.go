@@ -272,8 +272,15 @@ func TestServeStartsOverADamagedStore(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	answers := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(answers) != 3 || !strings.Contains(answers[1], `unavailable`) || !strings.Contains(answers[2], "a memory elsewhere") {
+	byID := map[string]string{} // the calls run side by side: answers in any order
+	for _, a := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.Unmarshal([]byte(a), &m)
+		byID[string(m.ID)] = a
+	}
+	if len(byID) != 3 || !strings.Contains(byID["1"], `unavailable`) || !strings.Contains(byID["2"], "a memory elsewhere") {
 		t.Fatalf("answers:\n%s", r.stdout)
 	}
 }
