@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,8 +56,17 @@ func lockedByAnother(f *os.File) bool {
 }
 
 // processAlive reports whether a process of pid runs (or may: one of
-// another user's, which cannot be signalled, counts as running).
+// another user's, which cannot be signalled, counts as running). A zombie,
+// killed and not yet reaped by its parent, runs no more.
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil {
+		return errors.Is(err, syscall.EPERM)
+	}
+	// /proc/PID/stat: "PID (comm) S ...", comm possibly holding ") ".
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // On a read-only data folder the HTTP lock is taken on the lock file if
@@ -76,14 +77,30 @@ func TestStaleBackupFoldersAreSwept(t *testing.T) {
 	gone := filepath.Join(stores, backupDirPrefix+strconv.Itoa(dead.Process.Pid)+"-123")
 	mine := filepath.Join(stores, backupDirPrefix+strconv.Itoa(os.Getpid())+"-456")
 	other := filepath.Join(stores, "team-a")
-	for _, d := range []string{gone, mine, other} {
+	// A process killed and not yet reaped (a zombie) is gone too.
+	zombie := exec.Command("sleep", "60")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	zombie.Process.Kill()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here to tell a zombie by")
+	}
+	for i := 0; i < 500 && processAlive(zombie.Process.Pid); i++ {
+		time.Sleep(10 * time.Millisecond) // until the kill lands
+	}
+	unreaped := filepath.Join(stores, backupDirPrefix+strconv.Itoa(zombie.Process.Pid)+"-789")
+	for _, d := range []string{gone, mine, other, unreaped} {
 		if err := os.MkdirAll(filepath.Join(d, "x"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sweepBackupDirs(stores)
-	if _, err := os.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the folder of a process that ended: %v", err)
+	for _, d := range []string{gone, unreaped} {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the folder of a process that ended (%s): %v", filepath.Base(d), err)
+		}
 	}
 	for _, d := range []string{mine, other} {
 		if _, err := os.Stat(d); err != nil {
