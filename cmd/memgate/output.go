@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memgate/memgate"
+	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -105,8 +107,17 @@ func (o *output) checkFile() error {
 
 // write writes the file through fn: into a temporary file beside it,
 // synced, then renamed over it, so the file is either as it was or whole.
-// The name is checked once more just before the rename.
+// The name is checked once more just before the rename. A full disk or a
+// read-only filesystem is unavailable, saying so.
 func (o *output) write(fn func(f *os.File) error) error {
+	err := o.writeTemp(fn)
+	if e := storage.StoreError("cmd.output", err); memgate.ErrorCode(e) == memgate.CodeUnavailable {
+		return e
+	}
+	return err
+}
+
+func (o *output) writeTemp(fn func(f *os.File) error) error {
 	tmp := ".memgate-" + rand.Text()
 	f, err := o.dir.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
