@@ -2,8 +2,8 @@ package storage
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"slices"
 
