@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
+	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -131,7 +134,7 @@ func (c *serveCmd) Run(a *app) error {
 		switch {
 		case err == nil:
 			release()
-		case memgate.ErrorCode(err) == memgate.CodeUnavailable:
+		case unusableStore(err):
 			a.log.Warn("the namespace's store cannot be used; its calls fail until it can", "op", "cmd.serve",
 				"namespace", string(ns), "error", err)
 		default:
@@ -140,6 +143,22 @@ func (c *serveCmd) Run(a *app) error {
 		defer a.startControl(pool, a.stdioSocket(), true)()
 		return a.serveStdio(srv, ns)
 	})
+}
+
+// unusableStore reports whether err is a condition of a store's file
+// (damage, a full, read-only or failing disk) rather than of the server's
+// configuration (a lock another process holds, a wrong passphrase), which
+// stops serve at start.
+func unusableStore(err error) bool {
+	if memgate.ErrorCode(err) != memgate.CodeUnavailable {
+		return false
+	}
+	for _, cond := range []error{storage.ErrDamaged, syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, cond) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveStdio serves srv until stdin closes or a signal comes.
