@@ -416,6 +416,46 @@ func (e *Encryption) open(rec, check []byte, binding string) (*encSealer, error)
 	return s, nil
 }
 
+// Sealing is what opens a store, as its open found it: its KDF record and
+// sealed key check (none for a plain store) and the namespace it is bound
+// to. None of it is secret: the salts, the KDF's parameters and a value
+// sealed under the key. A process that cannot open the store (another
+// holds it) checks its own settings against it (Opens), so that a command
+// that goes through the holder is refused as it would be on the file.
+type Sealing struct {
+	KDF, Check []byte
+	Binding    string
+	known      bool // false: the store was not opened from a file of its own (a replica)
+}
+
+// Sealing returns what opens s.
+func (s *Store) Sealing() Sealing { return s.sealing }
+
+// Known reports whether the sealing was found by an open of a store file.
+func (sl Sealing) Known() bool { return sl.known }
+
+// SealingOf is the sealing a holder reports, as known.
+func SealingOf(kdf, check []byte, binding string) Sealing {
+	return Sealing{KDF: kdf, Check: check, Binding: binding, known: true}
+}
+
+// Opens reports whether enc (nil: without --encrypt) opens a store of
+// this sealing: nil, or the error its open would fail with.
+func (sl Sealing) Opens(enc *Encryption) error {
+	switch {
+	case !sl.known:
+		return nil
+	case sl.KDF != nil && enc == nil:
+		return ErrEncrypted
+	case sl.KDF == nil && enc != nil:
+		return ErrNotEncrypted
+	case sl.KDF != nil:
+		_, err := enc.open(sl.KDF, sl.Check, sl.Binding)
+		return err
+	}
+	return nil
+}
+
 // encSealer seals values with XChaCha20-Poly1305 (random 192-bit nonces:
 // no limit on how many values one key seals) and hashes content-derived
 // keys with HMAC-SHA-256. Both keys come from the master key by HKDF. It is

@@ -119,14 +119,15 @@ type Options struct {
 // concurrent use. Reads run in parallel; writes go through one committer
 // that groups concurrent writers into shared commits.
 type Store struct {
-	db    *bolt.DB
-	path  string
-	opts  Options
-	seal  sealer
-	log   *slog.Logger
-	now   func() time.Time
-	write *committer
-	index index // the tail of the index and its merge
+	db      *bolt.DB
+	path    string
+	opts    Options
+	seal    sealer
+	sealing Sealing // what opens it, as the open found it
+	log     *slog.Logger
+	now     func() time.Time
+	write   *committer
+	index   index // the tail of the index and its merge
 
 	closeOnce sync.Once
 	closeErr  error
@@ -350,6 +351,7 @@ func (s *Store) init() error {
 		if sealed != nil {
 			s.seal = sealed
 		}
+		s.sealing = Sealing{KDF: kdf, Check: check, Binding: s.opts.Binding, known: true}
 		return nil
 	case kdf != nil || check != nil:
 		if schema == nil || kdf == nil || check == nil {
@@ -376,6 +378,7 @@ func (s *Store) init() error {
 		}
 		s.seal = sealed
 	}
+	s.sealing = Sealing{KDF: kdf, Check: check, Binding: s.opts.Binding, known: true}
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/memgate/memgate"
 	"github.com/memgate/memgate/server"
 	"github.com/memgate/memgate/server/admin"
+	"github.com/memgate/memgate/storage"
 	"github.com/memgate/memgate/tenants"
 )
 
@@ -189,6 +190,15 @@ func (a *app) controlHandler(pool *tenants.Pool, stats, tools *server.Server, on
 				ctx := server.WithPrincipal(r.Context(), &memgate.Principal{Subject: "control", Namespace: string(ns)})
 				return stats.Invoke(ctx, server.ToolStats, []byte("{}"))
 			}),
+			"GET /control/v1/sealing/{ns}": route("admin.sealing", func(r *http.Request, ns memgate.Namespace) (any, error) {
+				st, release, ok, err := leaseStore(r.Context(), pool, ns)
+				if err != nil || !ok {
+					return sealingAnswer{}, err
+				}
+				defer release()
+				sl := st.Sealing()
+				return sealingAnswer{KDF: sl.KDF, Check: sl.Check, Binding: sl.Binding, Known: sl.Known()}, nil
+			}),
 			"POST /control/v1/trash/{ns}/purge": route("admin.trash.purge", func(r *http.Request, ns memgate.Namespace) (any, error) {
 				st, release, ok, err := leaseStore(r.Context(), pool, ns)
 				if err != nil || !ok {
@@ -262,7 +272,47 @@ func (a *app) heldStore(direct func() error, through func(r *remote, ns memgate.
 		}
 	}
 	a.log.Info("store held by a running server: through its control socket", "op", "cmd.control", "namespace", string(ns))
+	if err := a.opensHeld(r, ns); err != nil {
+		return err
+	}
 	return through(r, ns)
+}
+
+// sealingAnswer is what the control socket tells of what opens a store:
+// nothing secret (see storage.Sealing).
+type sealingAnswer struct {
+	KDF     []byte `json:"kdf"`
+	Check   []byte `json:"check"`
+	Binding string `json:"binding"`
+	Known   bool   `json:"known"`
+}
+
+// opensHeld refuses a command whose own --encrypt and passphrase would not
+// open the store the server holds, with the error the store's file would
+// give it: going through the server must not read what the file would
+// refuse. A server that cannot tell (one of an earlier memgate) is taken
+// at its word.
+func (a *app) opensHeld(r *remote, ns memgate.Namespace) error {
+	resp, err := r.do(a.ctx, http.MethodGet, "/control/v1/sealing/"+string(ns), nil)
+	if memgate.ErrorCode(err) == memgate.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var sl sealingAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&sl); err != nil {
+		return memgate.Internal("cmd.control", err)
+	}
+	enc, err := a.encryption()
+	if err != nil {
+		return err
+	}
+	if !sl.Known {
+		return nil
+	}
+	return storage.SealingOf(sl.KDF, sl.Check, sl.Binding).Opens(enc)
 }
 
 // storeLocked reports whether err says a store is held by another process.

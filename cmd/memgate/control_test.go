@@ -187,3 +187,41 @@ func TestStoreCommandsThroughAStdioServer(t *testing.T) {
 	}
 	mg(t, env{}, "", "remember", "--data-dir", dir, "--namespace", "proj-a", "written directly").ok(t)
 }
+
+// A store command that goes through the server holding the store is
+// refused as it would be on the store's file when its own --encrypt and
+// passphrase would not open the store: nothing is read through the server
+// that the file would refuse.
+func TestStoreCommandsThroughTheServerNeedTheStoresPassphrase(t *testing.T) {
+	dir := t.TempDir()
+	secret := env{"MEMGATE_PASSPHRASE": testPassphrase}
+	s := serve(t, t.Context(), secret, "--data-dir", dir, "--encrypt")
+	s.call(t, "remember", map[string]any{"id": "k", "text": plainWord + " held encrypted"})
+	for _, c := range []struct {
+		name string
+		e    env
+		args []string
+		want string
+	}{
+		{"without --encrypt", env{}, nil, "the store is encrypted"},
+		{"with another passphrase", env{"MEMGATE_PASSPHRASE": "a wrong passphrase"}, []string{"--encrypt"}, "the passphrase does not open this store"},
+	} {
+		for _, cmd := range [][]string{{"export"}, {"stats"}, {"backup", filepath.Join(t.TempDir(), "b.db")}} {
+			r := mg(t, c.e, "", append(append(cmd, "--data-dir", dir), c.args...)...)
+			if strings.Contains(r.stdout, plainWord) {
+				t.Fatalf("%s, %s: the memory came through: %q", c.name, cmd[0], r.stdout)
+			}
+			r.fails(t, 1, c.want)
+		}
+	}
+	if out := mg(t, secret, "", "export", "--data-dir", dir, "--encrypt"); out.code != 0 || !strings.Contains(out.stdout, plainWord) {
+		t.Fatalf("with the store's passphrase: %d %q %q", out.code, out.stdout, out.stderr)
+	}
+
+	// A plain store held by a server refuses --encrypt, as its file does.
+	plain := t.TempDir()
+	p := serve(t, t.Context(), env{}, "--data-dir", plain)
+	p.call(t, "remember", map[string]any{"id": "k", "text": "plain"})
+	mg(t, secret, "", "stats", "--data-dir", plain, "--encrypt").fails(t, 1, "the store is not encrypted")
+	mg(t, env{}, "", "stats", "--data-dir", plain).ok(t)
+}
