@@ -629,10 +629,6 @@ func TestHybridKeepsTheMemoryHoldingEveryTerm(t *testing.T) {
 // scores, has the score lexical search gives it.
 func TestHybridLexicalScoreOfAMemoryTheVectorsBring(t *testing.T) {
 	for _, padded := range []bool{false, true} { // merged lists, then an array of scores
-		s := openTest(t, func(o *Options) {
-			o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
-		})
-		plain := openTest(t)
 		var writes []memgate.Write
 		for i := range 60 {
 			writes = append(writes, memgate.Write{Text: fmt.Sprint("pad alpha beta ", i), Tags: []string{"t"}})
@@ -643,12 +639,7 @@ func TestHybridLexicalScoreOfAMemoryTheVectorsBring(t *testing.T) {
 				writes = append(writes, memgate.Write{Text: fmt.Sprint("pad unrelated ", i), Tags: []string{"t"}})
 			}
 		}
-		for i, w := range writes {
-			w.ID = fmt.Sprint("m", i)
-			put(t, s, w)
-			put(t, plain, w)
-		}
-		waitEmbedded(t, s, int64(len(writes)))
+		s, plain := twinStores(t, writes)
 		for _, tags := range [][]string{nil, {"t"}} {
 			q := memgate.Query{Text: "alpha beta gamma", Limit: 5, Tags: tags}
 			hy := search1(t, s, q)
@@ -706,10 +697,6 @@ func TestHybridAddsTheVectorsMemoriesAfterLexicalOnesAtAnyLimit(t *testing.T) {
 // and those the vectors alone found: a memory both found counts once, so
 // where every memory holds a word the count is lexical search's.
 func TestHybridCountsEachCandidateOnce(t *testing.T) {
-	s := openTest(t, func(o *Options) {
-		o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
-	})
-	plain := openTest(t)
 	var writes []memgate.Write
 	for i := range 60 {
 		writes = append(writes, memgate.Write{Text: fmt.Sprint("pad alpha beta ", i), Tags: []string{"t"}})
@@ -717,12 +704,7 @@ func TestHybridCountsEachCandidateOnce(t *testing.T) {
 	for i := range 10 {
 		writes = append(writes, memgate.Write{Text: fmt.Sprint("sim beta, and more words to make it long ", i), Tags: []string{"t"}})
 	}
-	for i, w := range writes {
-		w.ID = fmt.Sprint("m", i)
-		put(t, s, w)
-		put(t, plain, w)
-	}
-	waitEmbedded(t, s, int64(len(writes)))
+	s, plain := twinStores(t, writes)
 	for _, tags := range [][]string{nil, {"t"}} {
 		for _, limit := range []int{5, 100} {
 			q := memgate.Query{Text: "alpha beta", Limit: limit, Tags: tags}
@@ -733,4 +715,22 @@ func TestHybridCountsEachCandidateOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twinStores are two stores holding writes (their ids m0, m1, …): one
+// whose memories a text's first word embeds (alpha, and sim close to it;
+// pad far from both), and one without vectors, for lexical search.
+func twinStores(t *testing.T, writes []memgate.Write) (hy, plain *Store) {
+	t.Helper()
+	hy = openTest(t, func(o *Options) {
+		o.Embedder = table{"alpha": {1, 0, 0, 0}, "sim": {0.99, 0.1, 0, 0}, "pad": {0, 0, 0, 1}}
+	})
+	plain = openTest(t)
+	for i, w := range writes {
+		w.ID = fmt.Sprint("m", i)
+		put(t, hy, w)
+		put(t, plain, w)
+	}
+	waitEmbedded(t, hy, int64(len(writes)))
+	return hy, plain
 }
