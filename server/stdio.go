@@ -131,6 +131,7 @@ type lineOrErr struct {
 type msgBatch struct {
 	unresolved map[jsonrpc.ID]int
 	responses  []*jsonrpc.Response
+	ids        []jsonrpc.ID // its calls', in flight until the array is written
 }
 
 func newStdioConn(ctx context.Context, in io.Reader, out *lockedWriter, maxReply int64, traced bool) *stdioConn {
@@ -277,7 +278,7 @@ func readLine(br *bufio.Reader, buf []byte, max int) (line []byte, tooLong bool,
 		frag, err := br.ReadSlice('\n')
 		switch {
 		case tooLong:
-		case len(buf)+len(frag) > max+1: // the newline is no part of the line
+		case len(buf)+len(frag) > max+2: // "\r\n" is no part of the line
 			tooLong, buf = true, buf[:0]
 		default:
 			buf = append(buf, frag...)
@@ -286,11 +287,14 @@ func readLine(br *bufio.Reader, buf []byte, max int) (line []byte, tooLong bool,
 		case err == bufio.ErrBufferFull:
 			continue
 		case err == io.EOF && (len(buf) > 0 || tooLong):
-			return buf, tooLong, nil
 		case err != nil:
 			return buf, tooLong, err
 		}
-		return bytes.TrimSuffix(buf, []byte{'\n'}), tooLong, nil
+		buf = bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte{'\n'}), []byte{'\r'})
+		if len(buf) > max {
+			tooLong, buf = true, buf[:0]
+		}
+		return buf, tooLong, nil
 	}
 }
 
@@ -359,6 +363,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			batch.unresolved[req.ID] = len(batch.responses)
 			batch.responses = append(batch.responses, nil)
+			batch.ids = append(batch.ids, req.ID)
 		}
 	}
 	if batch != nil {
@@ -498,7 +503,10 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		resp = &jsonrpc.Response{ID: resp.ID, Error: e}
 	}
-	defer c.calls.end(resp.ID)
+	// A call is in flight until its answer is written: a batch's calls
+	// until their array is (an answer held for it holds its memory).
+	var answered []jsonrpc.ID
+	defer func() { c.calls.end(answered...) }()
 	c.mu.Lock()
 	var line *[]byte // the whole answer, encoded with its result
 	if t := c.tools[resp.ID]; t != nil && (t.result == nil || bytes.Equal(resp.Result, placeholderJSON)) {
@@ -520,8 +528,10 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		delete(batch.unresolved, resp.ID)
 		delete(c.batches, resp.ID)
 		if len(batch.unresolved) == 0 {
-			answers = batch.responses
+			answers, answered = batch.responses, batch.ids
 		}
+	} else {
+		answered = []jsonrpc.ID{resp.ID}
 	}
 	c.mu.Unlock()
 	if line != nil {
@@ -689,11 +699,16 @@ func (f *inflight) begin(ids ...jsonrpc.ID) bool {
 	return true
 }
 
-// end takes the call of id out of flight: it is answered.
-func (f *inflight) end(id jsonrpc.ID) {
+// end takes the calls of ids out of flight: they are answered.
+func (f *inflight) end(ids ...jsonrpc.ID) {
+	if len(ids) == 0 {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.ids, id)
+	for _, id := range ids {
+		delete(f.ids, id)
+	}
 	close(f.changed)
 	f.changed = make(chan struct{})
 }

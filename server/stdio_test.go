@@ -500,38 +500,63 @@ func TestRunStdioRefusesInitializeInABatch(t *testing.T) {
 	}
 }
 
-// stuckWriter is a client that never reads: every write waits until
-// release is closed, then fails.
-type stuckWriter struct{ release chan struct{} }
+// stuckWriter is a client that stops reading: once a pipe's worth of
+// answers is written, every write waits until release is closed, then
+// fails.
+type stuckWriter struct {
+	release chan struct{}
+	room    *atomic.Int64
+}
 
-func (w stuckWriter) Write([]byte) (int, error) {
+func (w stuckWriter) Write(p []byte) (int, error) {
+	if w.room.Add(-int64(len(p))) >= 0 {
+		return len(p), nil
+	}
 	<-w.release
 	return 0, io.ErrClosedPipe
 }
 
-// A client that never reads its answers stops being read once a batch's
-// worth of calls waits to be answered: the calls in flight, each holding
-// its answer, stay bounded, where reading on made the process grow
-// without bound.
+// A client that stops reading its answers stops being read once a batch's
+// worth of calls waits to be answered, whether it sends calls alone or in
+// batches (a batch's calls stay in flight until its array is written):
+// the calls in flight, each holding its answer, stay bounded, where
+// reading on made the process grow without bound.
 func TestRunStdioStopsReadingAClientThatDoesNotRead(t *testing.T) {
+	for _, batch := range []int{1, 2, 8, 32} {
+		t.Run(fmt.Sprint("batches of ", batch), func(t *testing.T) { stopsReadingAClientThatDoesNotRead(t, batch) })
+	}
+}
+
+// stopsReadingAClientThatDoesNotRead sends calls alone (batch 1) or in
+// batches of the 2025-03-26 revision, and reads no answer.
+func stopsReadingAClientThatDoesNotRead(t *testing.T, batch int) {
 	srv, err := server.New(server.Options{Lease: server.LeaseOf(newPool(t, 0).Lease)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in, feed := io.Pipe()
-	out := stuckWriter{release: make(chan struct{})}
+	out := stuckWriter{release: make(chan struct{}), room: new(atomic.Int64)}
+	out.room.Store(8 << 10)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- srv.RunStdio(ctx, in, out) }()
 	var written atomic.Int64
 	go func() {
-		fmt.Fprintln(feed, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+		fmt.Fprintln(feed, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
 		fmt.Fprintln(feed, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		for i := range 500 {
-			if _, err := fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"stats","arguments":{}}}`+"\n", i+1); err != nil {
+		for i := 0; i < 500; i += batch {
+			calls := make([]string, batch)
+			for j := range calls {
+				calls[j] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"stats","arguments":{}}}`, i+j+1)
+			}
+			line := calls[0]
+			if batch > 1 {
+				line = "[" + strings.Join(calls, ",") + "]"
+			}
+			if _, err := fmt.Fprintln(feed, line); err != nil {
 				return
 			}
-			written.Add(1)
+			written.Add(int64(batch))
 		}
 	}()
 	// Wait for the reading to stop: no line taken for a while.
@@ -543,7 +568,7 @@ func TestRunStdioStopsReadingAClientThatDoesNotRead(t *testing.T) {
 			last, still = n, 0
 		}
 	}
-	if n := written.Load(); n > 40 {
+	if n := written.Load(); n > 16+32+int64(batch) { // a few answers written, then the bound
 		t.Errorf("%d calls read from a client that reads no answer", n)
 	}
 	cancel()
@@ -560,9 +585,14 @@ func TestRunStdioLineLengthAtTheBound(t *testing.T) {
 		head, tail := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember","arguments":{"text":"`, `"}}}`
 		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
 	}
-	answers := stdioAnswers(t, line(max), strings.Replace(line(max+1), `"id":1`, `"id":2`, 1), `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	// A line ending in "\r\n" is as long as without the "\r".
+	answers := stdioAnswers(t, line(max), strings.Replace(line(max+1), `"id":1`, `"id":2`, 1), `{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+		strings.Replace(line(max), `"id":1`, `"id":4`, 1)+"\r")
 	all := strings.Join(answers, "\n")
-	if len(answers) != 4 || !strings.Contains(all, `"id":1,`) || strings.Contains(all, `"id":2`) ||
+	if !strings.Contains(all, `"id":4,`) {
+		t.Errorf("a line of 16 MiB and \\r\\n was refused")
+	}
+	if len(answers) != 5 || !strings.Contains(all, `"id":1,`) || strings.Contains(all, `"id":2`) ||
 		!strings.Contains(all, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: a line of more than 16 MiB"}}`) ||
 		!strings.Contains(all, `{"jsonrpc":"2.0","id":3,"result":{}}`) {
 		t.Fatalf("answers: %.2000s", all)

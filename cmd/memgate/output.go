@@ -36,8 +36,12 @@ var outputChecked func()
 // folder, a link).
 func openOutput(dataDir, path string) (*output, error) {
 	dir, err := os.OpenRoot(filepath.Dir(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		// The caller's mistake, not the store's.
+		return nil, fmt.Errorf("%s: no such folder; create it, or write the copy elsewhere", filepath.Dir(path))
+	}
 	if err != nil {
-		return nil, err // a folder that is not there is the caller's mistake
+		return nil, err
 	}
 	o := &output{dir: dir, name: filepath.Base(path), path: path}
 	if err := o.checkFolder(dataDir); err != nil {

@@ -199,7 +199,7 @@ func TestExportImportBackup(t *testing.T) {
 	if st, err := s.Stats(t.Context()); err != nil || st.Count != n {
 		t.Fatalf("backup holds %d memories (%v), want %d", st.Count, err, n)
 	}
-	mg(t, env{}, "", args(dd, "backup", filepath.Join(t.TempDir(), "no", "such", "dir", "b.db"))...).fails(t, 1, "no such file")
+	mg(t, env{}, "", args(dd, "backup", filepath.Join(t.TempDir(), "no", "such", "dir", "b.db"))...).fails(t, 1, "no such folder; create it")
 }
 
 func TestStoreCommandsOnALockedStore(t *testing.T) {
